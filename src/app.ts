@@ -1,0 +1,65 @@
+/**
+ * createApp(runtime): the one place where the order of middleware is written.
+ *
+ *   security headers → health → metrics → proxied routes (streamed, no body parsing)
+ *   → /auth/* → static SPA → 404 → error handler
+ */
+import express, { type Express } from 'express';
+import type { Runtime } from './runtime.js';
+import { createAuthRouter } from './http/auth-routes.js';
+import { createErrorHandler } from './http/error-handler.js';
+import { createHealthRouter } from './http/health-routes.js';
+import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
+import { createProxyRoutes } from './http/proxy-routes.js';
+import { securityHeaders } from './http/security-headers.js';
+import { createSessionMiddleware } from './http/session-cookie.js';
+import { createStatic } from './http/static.js';
+import { GatewayError } from './errors.js';
+
+export function createApp(runtime: Runtime): Express {
+  const { config } = runtime;
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.set('trust proxy', config.server.trustProxy);
+  app.set('query parser', 'simple');
+
+  const sessionMiddleware = createSessionMiddleware(config, runtime.store);
+
+  app.use(securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin }));
+  app.use(createRequestMetrics(runtime.metrics, config));
+  app.use(
+    createHealthRouter({
+      checks: { redis: () => runtime.redisReady(), provider: () => runtime.provider.isReady() },
+    }),
+  );
+  if (config.server.metricsPort === undefined) app.get('/metrics', createMetricsHandler(runtime.metrics));
+
+  app.use(createProxyRoutes(runtime, sessionMiddleware));
+
+  app.use(
+    config.server.authPath,
+    createAuthRouter({
+      config,
+      provider: runtime.provider,
+      transactions: runtime.transactions,
+      vault: runtime.vault,
+      registry: runtime.registry,
+      loginLimiter: runtime.loginLimiter,
+      sessionMiddleware,
+      logger: runtime.logger,
+      metrics: runtime.metrics,
+      clock: runtime.clock,
+    }),
+  );
+
+  if (config.static) app.use(createStatic(config.static.root, config.static.spaFallback));
+
+  app.use((_req, _res, next) => next(new GatewayError('not_found')));
+  app.use(
+    createErrorHandler(runtime.logger, {
+      htmlPaths: [`${config.server.authPath}/login`, `${config.server.authPath}/callback`],
+    }),
+  );
+  return app;
+}

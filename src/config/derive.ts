@@ -1,0 +1,44 @@
+import type { ParsedConfig } from './schema.js';
+
+/** Values computed once from the validated config, so no request recomputes them. */
+export interface DerivedConfig {
+  /** Exact redirect_uri registered at the provider: publicUrl + authPath + /callback. */
+  redirectUri: string;
+  /** publicUrl's origin, e.g. https://app.example.com (the WebSocket Origin check uses it). */
+  publicOrigin: string;
+  /** Cookies get Secure and the __Host- / __Secure- prefixes when publicUrl is https. */
+  secureCookies: boolean;
+  sessionCookieName: string;
+  /** The short-lived login-transaction cookie; path-scoped, so __Secure- rather than __Host-. */
+  loginCookieName: string;
+  callbackPath: string;
+  postLogoutRedirectUri: string;
+}
+
+export type Config = ParsedConfig & { derived: DerivedConfig };
+
+export function derive(cfg: ParsedConfig): Config {
+  const publicUrl = new URL(cfg.server.publicUrl);
+  const secure = publicUrl.protocol === 'https:';
+  const callbackPath = `${cfg.server.authPath}/callback`;
+  return {
+    ...cfg,
+    derived: {
+      redirectUri: `${publicUrl.origin}${callbackPath}`,
+      publicOrigin: publicUrl.origin,
+      secureCookies: secure,
+      sessionCookieName: secure ? `__Host-${cfg.session.cookieName}` : cfg.session.cookieName,
+      loginCookieName: secure ? `__Secure-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
+      callbackPath,
+      postLogoutRedirectUri: `${publicUrl.origin}${cfg.oidc.postLogoutRedirectPath}`,
+    },
+  };
+}
+
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

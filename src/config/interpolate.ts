@@ -1,0 +1,34 @@
+/**
+ * `${NAME}` and `${NAME:-default}` replaced from the environment, in string leaves only: the
+ * YAML is parsed first, so an environment value can never inject structure into the config.
+ */
+export interface InterpolationProblem {
+  path: (string | number)[];
+  message: string;
+}
+
+const PATTERN = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+export function interpolate(
+  value: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: InterpolationProblem[],
+  path: (string | number)[] = [],
+): unknown {
+  if (typeof value === 'string') {
+    return value.replace(PATTERN, (_match, name: string, fallback: string | undefined) => {
+      const found = env[name];
+      if (found !== undefined && found !== '') return found;
+      if (fallback !== undefined) return fallback;
+      problems.push({ path, message: `environment variable ${name} is not set` });
+      return '';
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i]));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, interpolate(v, env, problems, [...path, k])]),
+    );
+  }
+  return value;
+}

@@ -1,0 +1,69 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { configSchema } from './schema.js';
+import { derive, deepFreeze, type Config } from './derive.js';
+import { interpolate, type InterpolationProblem } from './interpolate.js';
+import { formatPath, formatZodIssues } from './format-issues.js';
+
+export type { Config } from './derive.js';
+
+/** Thrown for any config problem; `problems` holds one printable line each. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+  }
+}
+
+export interface LoadOptions {
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Validates an already-parsed document (YAML/JSON object) into the frozen Config. */
+export function parseConfig(document: unknown, options: LoadOptions & { baseDir?: string } = {}): Config {
+  const env = options.env ?? process.env;
+  const problems: InterpolationProblem[] = [];
+  const interpolated = interpolate(document ?? {}, env, problems);
+  if (problems.length > 0) {
+    throw new ConfigError(problems.map((p) => `${formatPath(p.path)}: ${p.message}`));
+  }
+  applyEnvOverrides(interpolated, env);
+  const result = configSchema.safeParse(interpolated);
+  if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues));
+  const cfg = result.data;
+  if (cfg.static && options.baseDir && !path.isAbsolute(cfg.static.root)) {
+    cfg.static.root = path.resolve(options.baseDir, cfg.static.root);
+  }
+  return deepFreeze(derive(cfg));
+}
+
+/** file → YAML → interpolate → PORT → validate → derive → freeze. */
+export function loadConfigFile(file: string, options: LoadOptions = {}): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError([`${file}: cannot read the config file (${code})`]);
+  }
+  let document: unknown;
+  try {
+    // Only the position is reported: the parser's message quotes the source, which may hold a secret.
+    document = parseYaml(text);
+  } catch (err) {
+    const where = (err as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+    throw new ConfigError([
+      `${file}: not valid YAML${where ? ` (line ${where.line}, column ${where.col})` : ''}`,
+    ]);
+  }
+  return parseConfig(document, { ...options, baseDir: path.dirname(path.resolve(file)) });
+}
+
+function applyEnvOverrides(doc: unknown, env: Readonly<Record<string, string | undefined>>): void {
+  const port = env.PORT;
+  if (port === undefined || port === '' || doc === null || typeof doc !== 'object') return;
+  const record = doc as Record<string, unknown>;
+  const server = (record.server ?? {}) as Record<string, unknown>;
+  record.server = { ...server, port: /^\d+$/.test(port) ? Number(port) : port };
+}

@@ -1,0 +1,192 @@
+/**
+ * The configuration contract (SPEC §2), key for key. Objects are strict so that a misspelt
+ * key is an error rather than a silently ignored setting. Secrets have no defaults: the demo's
+ * values live only in config/default.yaml.
+ */
+import { z } from 'zod';
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+export function isLoopbackHost(hostname: string): boolean {
+  return LOOPBACK_HOSTS.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
+}
+
+const seconds = (def: number) => z.number().int().positive().default(def);
+
+const httpUrl = z
+  .string()
+  .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), {
+    message: 'must be an absolute http(s) URL',
+  });
+
+const routePath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, { message: 'must be a path starting with "/"' })
+  .refine((p) => p === '/' || !p.endsWith('/'), { message: 'must not end with "/"' })
+  .refine((p) => !p.split('/').some((s) => s === '.' || s === '..'), {
+    message: 'must not contain "." or ".." segments',
+  });
+
+const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, {
+  message: 'must be an HTTP header name',
+});
+
+const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, {
+  message: 'must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)',
+});
+
+const redisNode = z.string().min(1);
+
+export const routeSchema = z.strictObject({
+  path: routePath,
+  target: httpUrl,
+  auth: z.enum(['user', 'user-optional', 'client', 'apiKey', 'none']).default('user'),
+  scopes: z.array(z.string().min(1)).default([]),
+  resource: httpUrl.optional(),
+  stripPrefix: z.boolean().default(false),
+  timeoutSeconds: seconds(30),
+  websocket: z.boolean().default(false),
+  requireSession: z.boolean().default(false),
+  apiKey: z.strictObject({ header: headerName, value: z.string().min(1) }).optional(),
+});
+
+export const configSchema = z
+  .strictObject({
+    server: z.strictObject({
+      port: z.number().int().min(0).max(65535).default(3000),
+      host: z.string().min(1).default('0.0.0.0'),
+      publicUrl: httpUrl,
+      authPath: routePath.default('/auth'),
+      trustProxy: z.boolean().default(false),
+      metricsPort: z.number().int().min(0).max(65535).optional(),
+      shutdownTimeoutSeconds: seconds(10),
+    }),
+    oidc: z.strictObject({
+      issuer: httpUrl,
+      clientId: z.string().min(1),
+      clientSecret: z.string().min(1).optional(),
+      clientAuthMethod: z
+        .enum(['client_secret_basic', 'client_secret_post', 'private_key_jwt'])
+        .default('client_secret_basic'),
+      /** PKCS#8 PEM private key, for clientAuthMethod private_key_jwt. */
+      privateKey: z.string().min(1).optional(),
+      clockToleranceSeconds: z.number().int().min(0).max(300).default(30),
+      scopes: z.array(z.string().min(1)).min(1).default(['openid']),
+      extraAuthParams: z.record(z.string(), z.string()).default({}),
+      postLogoutRedirectPath: routePath.default('/'),
+      idTokenSigningAlgs: z
+        .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
+        .min(1)
+        .default(['RS256', 'PS256', 'ES256', 'EdDSA']),
+    }),
+    session: z.strictObject({
+      cookieName: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]+$/, { message: 'must be letters, digits, "_" or "-"' })
+        .default('bff'),
+      sameSite: z.enum(['strict', 'lax']).default('strict'),
+      secrets: z.array(z.string().min(32, { message: 'must be at least 32 characters' })).min(1),
+      encryptionKeys: z.array(base64Key32).min(1),
+      idleTimeoutSeconds: seconds(1800),
+      absoluteTimeoutSeconds: seconds(43200),
+    }),
+    redis: z
+      .strictObject({
+        url: z
+          .string()
+          .refine((v) => URL.canParse(v) && /^rediss?:$/.test(new URL(v).protocol), {
+            message: 'must be a redis:// or rediss:// URL',
+          })
+          .optional(),
+        cluster: z.strictObject({ nodes: z.array(redisNode).min(1) }).optional(),
+        sentinel: z
+          .strictObject({
+            name: z.string().min(1),
+            nodes: z.array(redisNode).min(1),
+            password: z.string().optional(),
+          })
+          .optional(),
+        password: z.string().optional(),
+        keyPrefix: z.string().default('bff:'),
+        commandTimeoutMs: z.number().int().min(50).max(60000).default(1000),
+      })
+      .default({ url: 'redis://127.0.0.1:6379', keyPrefix: 'bff:', commandTimeoutMs: 1000 }),
+    tokens: z
+      .strictObject({ refreshSkewSeconds: z.number().int().min(0).max(3600).default(30) })
+      .default({ refreshSkewSeconds: 30 }),
+    csrf: z.strictObject({ headerName: headerName.default('x-csrf') }).default({ headerName: 'x-csrf' }),
+    rateLimit: z
+      .strictObject({ loginPerMinute: z.number().int().min(1).default(60) })
+      .default({ loginPerMinute: 60 }),
+    log: z
+      .strictObject({
+        level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      })
+      .default({ level: 'info' }),
+    routes: z.array(routeSchema).default([]),
+    static: z
+      .strictObject({ root: z.string().min(1), spaFallback: z.boolean().default(true) })
+      .optional(),
+    dev: z
+      .strictObject({
+        idp: z.strictObject({ port: z.number().int().min(0).max(65535).default(4000) }).default({ port: 4000 }),
+        api: z.strictObject({ port: z.number().int().min(0).max(65535).default(4001) }).default({ port: 4001 }),
+        /** Fall back to an in-memory session store when Redis does not answer (demo only). */
+        memoryStoreFallback: z.boolean().default(true),
+      })
+      .optional(),
+  })
+  .superRefine((cfg, ctx) => {
+    const issue = (path: (string | number)[], message: string) =>
+      ctx.addIssue({ code: 'custom', path, message });
+
+    for (const [key, value] of [
+      ['server.publicUrl', cfg.server.publicUrl],
+      ['oidc.issuer', cfg.oidc.issuer],
+    ] as const) {
+      const url = new URL(value);
+      if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
+        issue(key.split('.'), 'http:// is allowed only for loopback hosts; use https://');
+      }
+    }
+    if (new URL(cfg.server.publicUrl).pathname !== '/') {
+      issue(['server', 'publicUrl'], 'must be an origin without a path (e.g. https://app.example.com)');
+    }
+    if (cfg.oidc.clientAuthMethod === 'private_key_jwt' ? !cfg.oidc.privateKey : !cfg.oidc.clientSecret) {
+      issue(
+        cfg.oidc.clientAuthMethod === 'private_key_jwt' ? ['oidc', 'privateKey'] : ['oidc', 'clientSecret'],
+        `is required for clientAuthMethod ${cfg.oidc.clientAuthMethod}`,
+      );
+    }
+    if (!cfg.oidc.scopes.includes('openid')) issue(['oidc', 'scopes'], 'must include "openid"');
+
+    const redisModes = [cfg.redis.url, cfg.redis.cluster, cfg.redis.sentinel].filter((m) => m !== undefined);
+    if (redisModes.length !== 1) {
+      issue(['redis'], 'must set exactly one of url, cluster or sentinel');
+    }
+    if (cfg.session.absoluteTimeoutSeconds < cfg.session.idleTimeoutSeconds) {
+      issue(['session', 'absoluteTimeoutSeconds'], 'must be at least session.idleTimeoutSeconds');
+    }
+
+    const seen = new Set<string>();
+    cfg.routes.forEach((route, i) => {
+      if (seen.has(route.path)) issue(['routes', i, 'path'], 'is used by another route');
+      seen.add(route.path);
+      const auth = cfg.server.authPath;
+      if (route.path === auth || route.path.startsWith(`${auth}/`) || route.path === '/') {
+        issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
+      }
+      if (route.auth === 'apiKey' && !route.apiKey) issue(['routes', i, 'apiKey'], 'is required when auth is apiKey');
+      if (route.auth !== 'apiKey' && route.apiKey) issue(['routes', i, 'apiKey'], 'is only allowed when auth is apiKey');
+      if (route.scopes.length > 0 && route.auth === 'none') {
+        issue(['routes', i, 'scopes'], 'has no effect when auth is none');
+      }
+    });
+  });
+
+export type ConfigInput = z.input<typeof configSchema>;
+export type ParsedConfig = z.output<typeof configSchema>;
+export type RouteConfig = z.output<typeof routeSchema>;
+export type RedisConfig = ParsedConfig['redis'];
+export type SessionConfig = ParsedConfig['session'];
+export type OidcConfig = ParsedConfig['oidc'];

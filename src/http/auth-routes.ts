@@ -1,0 +1,213 @@
+/**
+ * The gateway's own endpoints under authPath (SPEC §3): parse → call the domain → respond.
+ */
+import { randomBytes } from 'node:crypto';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
+import type { Config } from '../config/load.js';
+import { GatewayError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { ProviderHandle } from '../oidc/client.js';
+import { describeProviderError } from '../oidc/errors.js';
+import { completeAuthorization, endSessionUrl, revokeTokens, startAuthorization } from '../oidc/flows.js';
+import { digest } from '../redis/keys.js';
+import { withStore } from '../redis/errors.js';
+import type { LoginLimiter } from '../redis/rate-limit.js';
+import { visibleClaims, type AuthData } from '../session/data.js';
+import type { SessionRegistry } from '../session/registry.js';
+import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transactions.js';
+import type { TokenVault } from '../session/vault.js';
+import { requireCsrf } from './csrf.js';
+import { queryParam } from './query.js';
+import { isSameOriginRelativePath } from './return-to.js';
+import {
+  clearSessionCookie,
+  loginCookieName,
+  loginCookieOptions,
+  readCookies,
+} from './session-cookie.js';
+
+export interface AuthRouteDeps {
+  config: Config;
+  provider: ProviderHandle;
+  transactions: Transactions;
+  vault: TokenVault;
+  registry: SessionRegistry;
+  loginLimiter: LoginLimiter;
+  sessionMiddleware: RequestHandler;
+  logger: Logger;
+  metrics: Metrics;
+  clock?: () => number;
+}
+
+/** Login cookies are one per transaction, named by a short digest of its state. */
+const transactionId = (state: string) => digest(state).slice(0, 12);
+
+/** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
+const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
+
+function withQueryParam(path: string, name: string, value: string): string {
+  const url = new URL(path, 'http://return-to.invalid');
+  url.searchParams.set(name, value);
+  return `${url.pathname}${url.search}${url.hash}`;
+}
+
+const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
+
+function regenerate(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.regenerate((err: unknown) => (err ? reject(err) : resolve())));
+}
+
+function save(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.save((err: unknown) => (err ? reject(err) : resolve())));
+}
+
+function destroy(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.destroy((err: unknown) => (err ? reject(err) : resolve())));
+}
+
+export function createAuthRouter(deps: AuthRouteDeps): Router {
+  const { config, provider, transactions, vault, registry, logger, metrics } = deps;
+  const { derived } = config;
+  const clock = deps.clock ?? Date.now;
+  const csrf = requireCsrf(config.csrf.headerName);
+  const router = Router();
+
+  /** The signed-in session's data, or 401 login_required. */
+  function signedIn(req: Request): { auth: AuthData; sessionDigest: string; sealed: string } {
+    const auth = req.session.auth;
+    const sealed = req.session.tokens?.sealed;
+    if (!auth || !sealed) throw new GatewayError('login_required');
+    return { auth, sessionDigest: digest(req.sessionID), sealed };
+  }
+
+  async function login(req: Request, res: Response): Promise<void> {
+    const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
+    if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
+    await withStore(() => deps.loginLimiter.hit(req.ip ?? 'unknown'));
+    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri);
+    const binding = randomBytes(32).toString('base64url');
+    await withStore(() =>
+      transactions.save({
+        state: request.state,
+        nonce: request.nonce,
+        codeVerifier: request.codeVerifier,
+        returnTo,
+        binding: digest(binding),
+        createdAt: clock(),
+      }),
+    );
+    metrics.loginTransactions.inc({ outcome: 'started' });
+    res.cookie(loginCookieName(config, transactionId(request.state)), binding, loginCookieOptions(config, TRANSACTION_TTL_SECONDS));
+    res.redirect(302, request.url);
+  }
+
+  async function callback(req: Request, res: Response): Promise<void> {
+    const state = queryParam(req, 'state', 1024);
+    if (!state) throw new GatewayError('invalid_state');
+    const cookieName = loginCookieName(config, transactionId(state));
+    const binding = readCookies(req)[cookieName];
+    const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+    res.clearCookie(cookieName, clearOptions);
+
+    // Taken (deleted) before anything else: a state is good for one callback only.
+    const tx = await withStore(() => transactions.take(state));
+    if (!tx || !binding || digest(binding) !== tx.binding) {
+      metrics.loginTransactions.inc({ outcome: 'invalid_state' });
+      throw new GatewayError('invalid_state');
+    }
+
+    const providerError = queryParam(req, 'error', 256);
+    if (providerError !== undefined) {
+      const iss = queryParam(req, 'iss', 2048);
+      if (iss !== undefined && iss !== provider.get().metadata.issuer) throw new GatewayError('invalid_request');
+      const code = safeErrorCode(providerError);
+      metrics.loginTransactions.inc({ outcome: 'provider_error' });
+      logger.info({ event: 'login_declined', code }, 'the provider ended the sign-in with an error');
+      res.redirect(302, withQueryParam(tx.returnTo, 'error', code));
+      return;
+    }
+
+    const callbackUrl = new URL(derived.redirectUri);
+    callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
+    let signIn;
+    try {
+      signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx);
+    } catch (err) {
+      metrics.loginTransactions.inc({ outcome: 'failed' });
+      logger.warn({ event: 'login_failed', reason: describeProviderError(err instanceof GatewayError ? err.cause : err) }, 'sign-in failed');
+      throw err;
+    }
+
+    // A sign-in while already signed in replaces that session entirely.
+    if (req.session.auth) await withStore(() => registry.end(digest(req.sessionID)));
+    await withStore(() => regenerate(req)); // new session ID: no fixation
+    const sessionDigest = digest(req.sessionID);
+    const { claims } = signIn;
+    const auth: AuthData = {
+      handle: randomBytes(16).toString('base64url'),
+      sub: claims.sub,
+      iss: claims.iss,
+      ...(typeof claims.sid === 'string' ? { sid: claims.sid } : {}),
+      claims: visibleClaims(claims),
+      scopes: signIn.scopes,
+      createdAt: clock(),
+      ...(req.headers['user-agent'] ? { userAgent: truncate(req.headers['user-agent'], 256) } : {}),
+    };
+    req.session.auth = auth;
+    req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, signIn.tokens) };
+    await withStore(() => save(req));
+    await withStore(() => registry.register(sessionDigest, auth));
+    metrics.loginTransactions.inc({ outcome: 'signed_in' });
+    logger.info({ event: 'login', session: auth.handle }, 'signed in');
+    res.redirect(302, tx.returnTo);
+  }
+
+  function user(req: Request, res: Response): void {
+    const { auth } = signedIn(req);
+    const absoluteEnd = auth.createdAt + config.session.absoluteTimeoutSeconds * 1000;
+    const idleEnd = clock() + config.session.idleTimeoutSeconds * 1000;
+    res.json({
+      sub: auth.sub,
+      claims: auth.claims,
+      scopes: auth.scopes,
+      sessionExpiresAt: new Date(Math.min(absoluteEnd, idleEnd)).toISOString(),
+    });
+  }
+
+  async function logout(req: Request, res: Response): Promise<void> {
+    let logoutUrl = '/';
+    const auth = req.session.auth;
+    if (auth) {
+      const sessionDigest = digest(req.sessionID);
+      const sealed = req.session.tokens?.sealed;
+      const tokens = sealed ? vault.open(sessionDigest, sealed) : undefined;
+      // Local logout first: a slow or failing provider never keeps the session alive.
+      await withStore(() => registry.end(sessionDigest));
+      await withStore(() => destroy(req));
+      if (provider.isReady()) {
+        const state = provider.get();
+        logoutUrl = endSessionUrl(state, config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
+        if (tokens) {
+          await revokeTokens(state, tokens, (err) =>
+            logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed'),
+          );
+        }
+      }
+      logger.info({ event: 'logout', session: auth.handle }, 'signed out');
+    }
+    clearSessionCookie(res, config);
+    res.set('Clear-Site-Data', '"cookies", "storage"');
+    res.json({ logoutUrl });
+  }
+
+  router.use((_req, res, next) => {
+    res.set('Cache-Control', 'no-store');
+    next();
+  });
+  router.get('/login', login);
+  router.get('/callback', deps.sessionMiddleware, callback);
+  router.get('/user', csrf, deps.sessionMiddleware, user);
+  router.post('/logout', csrf, deps.sessionMiddleware, logout);
+  return router;
+}

@@ -1,0 +1,31 @@
+import type { RequestHandler } from 'express';
+import type { Config } from '../config/load.js';
+import type { Metrics } from '../observability/metrics.js';
+
+/** Counts and times every request under a bounded label: a configured route, an endpoint, or "other". */
+export function createRequestMetrics(metrics: Metrics, config: Config): RequestHandler {
+  const auth = config.server.authPath;
+  const endpoints = new Set(['/healthz', '/readyz', '/metrics', ...['login', 'callback', 'user', 'logout', 'backchannel-logout', 'sessions'].map((e) => `${auth}/${e}`)]);
+  const labelFor = (path: string) => {
+    if (endpoints.has(path)) return path;
+    if (path.startsWith(`${auth}/sessions/`)) return `${auth}/sessions/:id`;
+    return 'other';
+  };
+  return function requestMetrics(req, res, next) {
+    const start = process.hrtime.bigint();
+    res.once('finish', () => {
+      const route = (res.locals.metricsRoute as string | undefined) ?? labelFor(req.path);
+      metrics.requests.inc({ route, method: req.method, status: String(res.statusCode) });
+      metrics.latency.observe({ route }, Number(process.hrtime.bigint() - start) / 1e9);
+    });
+    next();
+  };
+}
+
+export function createMetricsHandler(metrics: Metrics): RequestHandler {
+  return async function serveMetrics(_req, res) {
+    res.set('Content-Type', metrics.registry.contentType);
+    res.set('Cache-Control', 'no-store');
+    res.send(await metrics.registry.metrics());
+  };
+}

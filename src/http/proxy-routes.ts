@@ -1,0 +1,85 @@
+/**
+ * Proxied API calls (SPEC §4), one named step after another:
+ *
+ *   requireCsrf → rejectAmbiguousPath → loadSession → attachCredential → forward
+ *
+ * Mounted before any body parser: request and response bodies stream through untouched.
+ */
+import type { Request, RequestHandler, Response } from 'express';
+import type { Runtime } from '../runtime.js';
+import { GatewayError } from '../errors.js';
+import { digest } from '../redis/keys.js';
+import { createCredentialResolver, needsSession, type LoadedSession } from '../proxy/bearer.js';
+import { fromUpstreamError } from '../proxy/errors.js';
+import { compileRoutes, isAmbiguousPath, type CompiledRoute } from '../proxy/routes.js';
+import { createUpstream, type Upstream } from '../proxy/upstream.js';
+import { sendError } from './error-handler.js';
+import { clearSessionCookie } from './session-cookie.js';
+
+export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHandler): RequestHandler {
+  const { config, logger, metrics } = runtime;
+  const { routes, match } = compileRoutes(config.routes);
+  const csrfHeader = config.csrf.headerName.toLowerCase();
+  const sessionCookie = config.derived.sessionCookieName;
+  const loginCookiePrefix = `${config.derived.loginCookieName}.`;
+  const isGatewayCookie = (name: string) => name === sessionCookie || name.startsWith(loginCookiePrefix);
+  const resolveCredential = createCredentialResolver({
+    config,
+    vault: runtime.vault,
+    refresher: runtime.refresher,
+    provider: runtime.provider,
+    clock: runtime.clock,
+  });
+
+  const upstreams = new Map<string, Upstream>(
+    routes.map((route) => [
+      route.path,
+      createUpstream({
+        route,
+        trustProxy: config.server.trustProxy,
+        publicUrl: new URL(config.server.publicUrl),
+        isGatewayCookie,
+        onError(err, _req, res) {
+          const error = fromUpstreamError(err);
+          metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
+          logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
+          if ('headersSent' in res && !res.headersSent) sendError(res as Response, error);
+          else res.destroy();
+        },
+      }),
+    ]),
+  );
+
+  function loadSession(req: Request, res: Response): Promise<LoadedSession> {
+    return new Promise((resolve, reject) => {
+      sessionMiddleware(req, res, (err?: unknown) => {
+        if (err) return reject(err);
+        resolve({ digest: digest(req.sessionID), auth: req.session.auth, tokens: req.session.tokens });
+      });
+    });
+  }
+
+  async function attachCredential(req: Request, res: Response, route: CompiledRoute) {
+    const session = needsSession(route) ? await loadSession(req, res) : undefined;
+    if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
+    try {
+      return await resolveCredential(route, session);
+    } catch (err) {
+      // A session whose grant is gone (or that no longer opens) should not keep its cookie.
+      if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
+        clearSessionCookie(res, config);
+      }
+      throw err;
+    }
+  }
+
+  return async function proxyRoutes(req, res, next) {
+    const route = match(req.path);
+    if (!route) return next();
+    res.locals.metricsRoute = route.path;
+    if (req.headers[csrfHeader] !== '1') throw new GatewayError('csrf_check_failed');
+    if (isAmbiguousPath(req.path)) throw new GatewayError('invalid_request', { description: 'The request path is ambiguous.' });
+    const credential = await attachCredential(req, res, route);
+    await (upstreams.get(route.path) as Upstream).forward(req, res, credential);
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * The session cookie (SPEC §5) through express-session, and the login-transaction cookies.
+ */
+import type { RequestHandler, Request, Response, CookieOptions } from 'express';
+import session from 'express-session';
+import { parse as parseCookieHeader } from 'cookie';
+import type { Config } from '../config/load.js';
+import { GatewayError } from '../errors.js';
+import type { RedisSessionStore } from '../session/store.js';
+
+export function createSessionMiddleware(config: Config, store: RedisSessionStore): RequestHandler {
+  const { derived } = config;
+  const express = session({
+    name: derived.sessionCookieName,
+    secret: [...config.session.secrets],
+    store,
+    resave: false,
+    saveUninitialized: false,
+    rolling: false,
+    unset: 'destroy',
+    cookie: {
+      httpOnly: true,
+      secure: derived.secureCookies,
+      sameSite: config.session.sameSite,
+      path: '/',
+      maxAge: config.session.absoluteTimeoutSeconds * 1000,
+    },
+  });
+  return function sessionCookie(req, res, next) {
+    // express-session sets a Secure cookie only on a request it believes is https. The browser
+    // talks to publicUrl (https) even when TLS ends at a load balancer in front of us, so the
+    // configured origin decides, not the hop we happen to see.
+    if (derived.secureCookies && !req.secure) Object.defineProperty(req, 'secure', { value: true });
+    express(req, res, (err?: unknown) => {
+      if (err) return next(err);
+      // express-session serves the request without req.session when its store is down:
+      // that is "unavailable", never "signed out".
+      if (!req.session) return next(new GatewayError('session_store_unavailable'));
+      next();
+    });
+  };
+}
+
+export function sessionCookieOptions(config: Config): CookieOptions {
+  return {
+    httpOnly: true,
+    secure: config.derived.secureCookies,
+    sameSite: config.session.sameSite,
+    path: '/',
+  };
+}
+
+export function clearSessionCookie(res: Response, config: Config): void {
+  res.clearCookie(config.derived.sessionCookieName, sessionCookieOptions(config));
+}
+
+/** Name of the login cookie of one transaction: one per tab, so parallel logins don't collide. */
+export function loginCookieName(config: Config, txId: string): string {
+  return `${config.derived.loginCookieName}.${txId}`;
+}
+
+export function loginCookieOptions(config: Config, maxAgeSeconds: number): CookieOptions {
+  return {
+    httpOnly: true,
+    secure: config.derived.secureCookies,
+    // The provider's redirect back is a cross-site top-level navigation: Strict would not be sent.
+    sameSite: 'lax',
+    path: config.derived.callbackPath,
+    maxAge: maxAgeSeconds * 1000,
+  };
+}
+
+/** Cookie header → map; a malformed header yields what parses (never throws). */
+export function readCookies(req: Request): Record<string, string | undefined> {
+  const header = req.headers.cookie;
+  if (!header) return {};
+  try {
+    return parseCookieHeader(header);
+  } catch {
+    return {};
+  }
+}

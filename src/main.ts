@@ -1,0 +1,138 @@
+/**
+ * The process edge: load config, build the runtime and app, listen, drain on SIGTERM.
+ * The only module that touches process.* (argv, env, signals, exit codes, stdio).
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from './app.js';
+import { ConfigError, loadConfigFile, type Config } from './config/load.js';
+import { createRuntime, StartupError, type Runtime } from './runtime.js';
+import { createMetricsHandler } from './http/metrics-route.js';
+
+export interface CliArgs {
+  config?: string;
+  check: boolean;
+  help: boolean;
+}
+
+export function parseArgs(argv: readonly string[]): CliArgs | string {
+  const args: CliArgs = { check: false, help: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '--check') args.check = true;
+    else if (arg === '--help' || arg === '-h') args.help = true;
+    else if (arg === '--config' || arg === '-c') {
+      const value = argv[++i];
+      if (!value) return '--config needs a file name';
+      args.config = value;
+    } else if (arg.startsWith('--config=')) args.config = arg.slice('--config='.length);
+    else return `unknown argument: ${arg}`;
+  }
+  return args;
+}
+
+const USAGE = 'usage: bff-gateway [--config FILE] [--check]\n  FILE defaults to $BFF_CONFIG, then config/default.yaml\n';
+
+export interface RunningGateway {
+  url: string;
+  runtime: Runtime;
+  server: http.Server;
+  /** Stops accepting, lets in-flight requests finish (bounded), closes everything. */
+  shutdown(): Promise<void>;
+}
+
+export async function startGateway(config: Config, runtime: Runtime): Promise<RunningGateway> {
+  const app = createApp(runtime);
+  const server = http.createServer({ requestTimeout: 0, headersTimeout: 30_000, maxHeaderSize: 16 * 1024 }, app);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.server.port, config.server.host, () => resolve());
+  });
+  const metricsServer =
+    config.server.metricsPort === undefined
+      ? undefined
+      : http.createServer((req, res) => {
+          if (req.url === '/metrics') void createMetricsHandler(runtime.metrics)(req as never, res as never, () => undefined);
+          else res.writeHead(404).end();
+        });
+  if (metricsServer) await new Promise<void>((resolve) => metricsServer.listen(config.server.metricsPort, config.server.host, resolve));
+
+  const { port } = server.address() as AddressInfo;
+  let shuttingDown: Promise<void> | undefined;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    runtime,
+    server,
+    shutdown() {
+      shuttingDown ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        metricsServer?.close();
+        server.closeIdleConnections();
+        const deadline = new Promise<void>((resolve) => setTimeout(resolve, config.server.shutdownTimeoutSeconds * 1000).unref());
+        await Promise.race([closed, deadline]);
+        server.closeAllConnections();
+        await runtime.close();
+      })();
+      return shuttingDown;
+    },
+  };
+}
+
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const args = parseArgs(argv);
+  if (typeof args === 'string') {
+    process.stderr.write(`${args}\n${USAGE}`);
+    return 2;
+  }
+  if (args.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const file = args.config ?? env.BFF_CONFIG ?? 'config/default.yaml';
+  let config: Config;
+  try {
+    config = loadConfigFile(file, { env });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`bff-gateway: invalid configuration in ${file}\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
+    return 1;
+  }
+  if (args.check) {
+    process.stdout.write(`bff-gateway: configuration ${file} is valid\n`);
+    return 0;
+  }
+
+  let stopDev: (() => Promise<void>) | undefined;
+  let runtime: Runtime;
+  try {
+    if (config.dev) {
+      const { startDevEnvironment } = await import('./dev/environment.js');
+      const dev = await startDevEnvironment(config, env);
+      stopDev = dev.stop;
+      config = dev.config;
+      runtime = await dev.createRuntime();
+    } else {
+      runtime = await createRuntime(config);
+    }
+  } catch (err) {
+    if (!(err instanceof StartupError)) throw err;
+    process.stderr.write(`bff-gateway: cannot start: ${err.message}\n`);
+    await stopDev?.();
+    return 1;
+  }
+
+  const gateway = await startGateway(config, runtime);
+  runtime.logger.info({ event: 'listening', url: config.server.publicUrl, port: config.server.port }, `gateway listening on ${config.server.publicUrl}`);
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      runtime.logger.info({ event: 'shutdown', signal }, 'draining');
+      void gateway
+        .shutdown()
+        .then(() => stopDev?.())
+        .then(() => resolve(0), () => resolve(1));
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}

@@ -1,0 +1,69 @@
+/**
+ * Structured logging with pino. Anything that could carry a credential is redacted by path,
+ * and errors are reduced to name/code/message by the serializer (provider error objects carry
+ * HTTP responses and claim sets that must not be dumped whole). The destination is injectable
+ * so tests can scan every line for leaked secrets.
+ */
+import { pino, type Logger, type DestinationStream } from 'pino';
+
+export type { Logger } from 'pino';
+
+const REDACT = [
+  'req.headers.cookie',
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'res.headers["set-cookie"]',
+  'headers.cookie',
+  'headers.authorization',
+  '*.accessToken',
+  '*.refreshToken',
+  '*.idToken',
+  '*.access_token',
+  '*.refresh_token',
+  '*.id_token',
+  '*.code',
+  '*.code_verifier',
+  '*.client_secret',
+  '*.clientSecret',
+  '*.password',
+  '*.logout_token',
+];
+
+export interface LoggerOptions {
+  level?: string;
+  destination?: DestinationStream;
+  base?: Record<string, unknown>;
+}
+
+interface SerializedError {
+  type: string;
+  code?: string;
+  message: string;
+  cause?: SerializedError;
+}
+
+export function serializeError(err: unknown, depth = 0): SerializedError {
+  if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
+  const code = (err as { code?: unknown }).code;
+  const oauthError = (err as { error?: unknown }).error;
+  const out: SerializedError = {
+    type: err.name,
+    message: err.message.slice(0, 300),
+    ...(typeof code === 'string' ? { code } : typeof oauthError === 'string' ? { code: oauthError } : {}),
+  };
+  if (err.cause instanceof Error && depth < 3) out.cause = serializeError(err.cause, depth + 1);
+  return out;
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  return pino(
+    {
+      level: options.level ?? 'info',
+      base: options.base ?? { service: 'bff-gateway' },
+      redact: { paths: REDACT, censor: '[redacted]' },
+      serializers: { err: serializeError, error: serializeError },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    options.destination ?? pino.destination({ sync: false }),
+  );
+}

@@ -1,0 +1,75 @@
+/**
+ * Prometheus metrics (prom-client), one registry per runtime. Labels carry only configured
+ * names (route paths from the config, endpoint names, outcomes): never a URL, user or token.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'route' | 'method' | 'status'>;
+  latency: Histogram<'route'>;
+  refreshes: Counter<'outcome'>;
+  clientCredentials: Counter<'outcome'>;
+  redisErrors: Counter<'kind'>;
+  loginTransactions: Counter<'outcome'>;
+  upstreamErrors: Counter<'route' | 'kind'>;
+  openWebSockets: Gauge<'route'>;
+}
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'bff_' });
+  const registers = [registry];
+  return {
+    registry,
+    requests: new Counter({
+      name: 'bff_http_requests_total',
+      help: 'Requests answered, by configured route (or gateway endpoint), method and status.',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    }),
+    latency: new Histogram({
+      name: 'bff_http_request_duration_seconds',
+      help: 'Time to the response head, by configured route (or gateway endpoint).',
+      labelNames: ['route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    refreshes: new Counter({
+      name: 'bff_token_refresh_total',
+      help: 'User token refreshes: success, shared (another request or process refreshed), invalid_grant, failure.',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    clientCredentials: new Counter({
+      name: 'bff_client_credentials_fetch_total',
+      help: 'Client-credentials token requests to the provider, by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    redisErrors: new Counter({
+      name: 'bff_redis_errors_total',
+      help: 'Redis failures: connection errors and failed commands.',
+      labelNames: ['kind'],
+      registers,
+    }),
+    loginTransactions: new Counter({
+      name: 'bff_login_transactions_total',
+      help: 'Login transactions started and how they ended.',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    upstreamErrors: new Counter({
+      name: 'bff_upstream_errors_total',
+      help: 'Proxied calls that failed before an upstream answer (unreachable, timeout).',
+      labelNames: ['route', 'kind'],
+      registers,
+    }),
+    openWebSockets: new Gauge({
+      name: 'bff_websockets_open',
+      help: 'Proxied WebSocket connections currently open.',
+      labelNames: ['route'],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * The OAuth/OIDC calls the gateway makes, on top of openid-client. Each returns plain data
+ * (TokenSet-shaped values) and throws GatewayError only.
+ */
+import * as oidc from 'openid-client';
+import type { OidcConfig } from '../config/schema.js';
+import { GatewayError } from '../errors.js';
+import { fromCallbackError, fromGrantError } from './errors.js';
+import { verifyIdToken } from './id-token.js';
+import type { ProviderState } from './client.js';
+
+export interface AuthorizationRequest {
+  url: string;
+  state: string;
+  nonce: string;
+  codeVerifier: string;
+}
+
+export interface GrantedTokens {
+  accessToken: string;
+  refreshToken?: string;
+  idToken?: string;
+  /** Epoch seconds. */
+  expiresAt?: number;
+  scope?: string;
+}
+
+export interface SignIn {
+  tokens: GrantedTokens;
+  claims: Record<string, unknown> & { sub: string; iss: string; sid?: string };
+  scopes: string[];
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+function granted(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, previous?: GrantedTokens): GrantedTokens {
+  const expiresIn = response.expiresIn();
+  return {
+    accessToken: response.access_token,
+    // RFC 6749 §6: keep the old refresh token when the provider issues none.
+    ...(response.refresh_token ?? previous?.refreshToken ? { refreshToken: response.refresh_token ?? previous?.refreshToken } : {}),
+    ...(response.id_token ?? previous?.idToken ? { idToken: response.id_token ?? previous?.idToken } : {}),
+    ...(expiresIn !== undefined ? { expiresAt: nowSeconds() + expiresIn } : {}),
+    ...(response.scope ?? previous?.scope ? { scope: response.scope ?? previous?.scope } : {}),
+  };
+}
+
+export async function startAuthorization(
+  provider: ProviderState,
+  cfg: OidcConfig,
+  redirectUri: string,
+): Promise<AuthorizationRequest> {
+  const codeVerifier = oidc.randomPKCECodeVerifier();
+  const state = oidc.randomState();
+  const nonce = oidc.randomNonce();
+  const params: Record<string, string> = {
+    ...cfg.extraAuthParams,
+    response_type: 'code',
+    scope: cfg.scopes.join(' '),
+    redirect_uri: redirectUri,
+    state,
+    nonce,
+    code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+    code_challenge_method: 'S256',
+  };
+  return { url: oidc.buildAuthorizationUrl(provider.configuration, params).href, state, nonce, codeVerifier };
+}
+
+export async function completeAuthorization(
+  provider: ProviderState,
+  cfg: OidcConfig,
+  callbackUrl: URL,
+  tx: { state: string; nonce: string; codeVerifier: string },
+): Promise<SignIn> {
+  try {
+    // RFC 9207 §2.4: openid-client rejects a mismatched `iss` (or a missing one when the
+    // provider advertises it) before the code exchange.
+    const response = await oidc.authorizationCodeGrant(provider.configuration, callbackUrl, {
+      pkceCodeVerifier: tx.codeVerifier,
+      expectedState: tx.state,
+      expectedNonce: tx.nonce,
+      idTokenExpected: true,
+    });
+    if (!response.id_token) throw new GatewayError('invalid_request');
+    const payload = await verifyIdToken(response.id_token, provider.jwks, {
+      issuer: provider.metadata.issuer,
+      clientId: cfg.clientId,
+      algorithms: cfg.idTokenSigningAlgs,
+      clockToleranceSeconds: cfg.clockToleranceSeconds,
+    });
+    const tokens = granted(response);
+    const scopes = (tokens.scope ?? cfg.scopes.join(' ')).split(' ').filter(Boolean);
+    return { tokens, claims: payload as SignIn['claims'], scopes };
+  } catch (err) {
+    throw fromCallbackError(err);
+  }
+}
+
+/**
+ * Refresh grant. A returned ID token must name the same subject (OIDC Core §12.2); otherwise
+ * the session is ended (login_required).
+ */
+export async function refreshTokens(
+  provider: ProviderState,
+  current: GrantedTokens,
+  expectedSub: string,
+  params: Record<string, string> = {},
+): Promise<GrantedTokens> {
+  if (!current.refreshToken) throw new GatewayError('login_required');
+  try {
+    const response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken, params);
+    const claims = response.claims();
+    if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
+    return granted(response, current);
+  } catch (err) {
+    throw fromGrantError(err);
+  }
+}
+
+export async function clientCredentials(
+  provider: ProviderState,
+  params: Record<string, string>,
+): Promise<GrantedTokens> {
+  try {
+    return granted(await oidc.clientCredentialsGrant(provider.configuration, params));
+  } catch (err) {
+    throw fromGrantError(err);
+  }
+}
+
+/**
+ * RFC 7009, best effort: the refresh token first (revoking it ends the grant at most
+ * providers), then the access token. Resolves to the number of failed calls.
+ */
+export async function revokeTokens(provider: ProviderState, tokens: GrantedTokens, onError: (err: unknown) => void): Promise<number> {
+  if (!provider.metadata.revocation_endpoint) return 0;
+  const calls: [string, string][] = [];
+  if (tokens.refreshToken) calls.push([tokens.refreshToken, 'refresh_token']);
+  calls.push([tokens.accessToken, 'access_token']);
+  let failures = 0;
+  for (const [token, hint] of calls) {
+    try {
+      await oidc.tokenRevocation(provider.configuration, token, { token_type_hint: hint });
+    } catch (err) {
+      failures += 1;
+      onError(err);
+    }
+  }
+  return failures;
+}
+
+/** RP-initiated logout URL, or undefined when the provider has no end_session_endpoint. */
+export function endSessionUrl(
+  provider: ProviderState,
+  cfg: OidcConfig,
+  idTokenHint: string | undefined,
+  postLogoutRedirectUri: string,
+): string | undefined {
+  if (!provider.metadata.end_session_endpoint) return undefined;
+  const params: Record<string, string> = { post_logout_redirect_uri: postLogoutRedirectUri, client_id: cfg.clientId };
+  if (idTokenHint) params.id_token_hint = idTokenHint;
+  return oidc.buildEndSessionUrl(provider.configuration, params).href;
+}

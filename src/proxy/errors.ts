@@ -1,0 +1,12 @@
+import { GatewayError } from '../errors.js';
+
+/** Marks an upstream request we aborted because its head did not arrive in time. */
+export class UpstreamTimeout extends Error {
+  override readonly name = 'UpstreamTimeout';
+}
+
+/** Upstream transport failures → 502 bad_gateway; our own deadline → 504 gateway_timeout. */
+export function fromUpstreamError(err: unknown): GatewayError {
+  if (err instanceof UpstreamTimeout) return new GatewayError('gateway_timeout', { cause: err });
+  return new GatewayError('bad_gateway', { cause: err });
+}

@@ -1,0 +1,85 @@
+/**
+ * The one home of ioredis. Connection policy (SPEC §7): a command slower than
+ * `commandTimeoutMs` fails, and nothing queues while disconnected, so a stalled or absent Redis
+ * turns into a fast 503 instead of requests piling up; reconnection is automatic.
+ */
+import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
+import type { RedisConfig } from '../config/schema.js';
+
+export type RedisClient = Redis | Cluster;
+
+function hostPort(node: string): { host: string; port: number } {
+  const url = new URL(node.includes('://') ? node : `redis://${node}`);
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) };
+}
+
+export interface CreateRedisOptions {
+  /** Called on every connection-level error (the client reconnects by itself). */
+  onError?: (err: Error) => void;
+}
+
+export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}): RedisClient {
+  const common: RedisOptions = {
+    commandTimeout: cfg.commandTimeoutMs,
+    connectTimeout: Math.max(cfg.commandTimeoutMs, 2000),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    lazyConnect: true,
+    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+    ...(cfg.password ? { password: cfg.password } : {}),
+  };
+
+  let client: RedisClient;
+  if (cfg.cluster) {
+    const clusterOptions: ClusterOptions = {
+      redisOptions: common,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
+      clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
+    };
+    client = new Cluster(cfg.cluster.nodes.map(hostPort), clusterOptions);
+  } else if (cfg.sentinel) {
+    client = new Redis({
+      ...common,
+      sentinels: cfg.sentinel.nodes.map(hostPort),
+      name: cfg.sentinel.name,
+      ...(cfg.sentinel.password ? { sentinelPassword: cfg.sentinel.password } : {}),
+    });
+  } else {
+    client = new Redis(cfg.url ?? 'redis://127.0.0.1:6379', common);
+  }
+  // Without a listener ioredis prints every reconnect error to stderr, bypassing redaction.
+  client.on('error', (err: Error) => options.onError?.(err));
+  return client;
+}
+
+/** Connects (bounded) and pings; rejects with the connection error. */
+export async function connectRedis(client: RedisClient, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    await Promise.race([client.connect(), deadline]);
+    await Promise.race([client.ping(), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function pingRedis(client: RedisClient): Promise<boolean> {
+  try {
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+export async function closeRedis(client: RedisClient): Promise<void> {
+  try {
+    await client.quit();
+  } catch {
+    client.disconnect();
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * Every Redis key name, one builder per kind. Keys derived from secrets (session IDs, state,
+ * jti) hold only a SHA-256 of them, so a Redis dump yields no usable cookie or state value.
+ * A session's keys share a `{hash tag}` so that Redis Cluster keeps them in one slot.
+ */
+import { createHash } from 'node:crypto';
+
+export function digest(value: string): string {
+  return createHash('sha256').update(value).digest('base64url').slice(0, 32);
+}
+
+export interface Keys {
+  /** Session record, by digest of the session ID. */
+  session(sessionDigest: string): string;
+  /** Refresh lock of one session (same slot as the session). */
+  refreshLock(sessionDigest: string): string;
+  /** Login transaction, by digest of `state`. */
+  transaction(stateDigest: string): string;
+  /** A user's sessions: handle -> session digest. */
+  userSessions(userDigest: string): string;
+  /** Provider session (`sid`) -> the sessions it covers. */
+  providerSession(sidDigest: string): string;
+  /** Back-channel logout replay cache, by digest of `jti`. */
+  logoutJti(jtiDigest: string): string;
+  /** Login rate-limit counter for one client address and minute. */
+  loginRate(addressDigest: string, minute: number): string;
+  /** Client-credentials token cache and its lock, per (scopes, resource). */
+  clientToken(cacheKey: string): string;
+  clientTokenLock(cacheKey: string): string;
+  /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
+  endedChannel(): string;
+}
+
+export function createKeys(prefix: string): Keys {
+  return {
+    session: (d) => `${prefix}sess:{${d}}`,
+    refreshLock: (d) => `${prefix}lock:{${d}}`,
+    transaction: (d) => `${prefix}tx:${d}`,
+    userSessions: (d) => `${prefix}user:{${d}}`,
+    providerSession: (d) => `${prefix}sid:{${d}}`,
+    logoutJti: (d) => `${prefix}jti:${d}`,
+    loginRate: (d, minute) => `${prefix}rl:login:${d}:${minute}`,
+    clientToken: (k) => `${prefix}cc:{${k}}`,
+    clientTokenLock: (k) => `${prefix}cc-lock:{${k}}`,
+    endedChannel: () => `${prefix}ended`,
+  };
+}

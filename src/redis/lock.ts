@@ -1,0 +1,31 @@
+/**
+ * A Redis lock: SET NX PX with a random token, released only by its holder (Lua compare and
+ * delete). The TTL bounds how long a crashed holder can block others; callers re-check state
+ * after acquiring, so a lock that expired under a slow holder costs an extra provider call at
+ * worst, never a lost update (writes are compare-and-set on a version).
+ */
+import { randomBytes } from 'node:crypto';
+import type { RedisClient } from './client.js';
+
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+
+export interface Lock {
+  release(): Promise<void>;
+}
+
+export async function tryLock(redis: RedisClient, key: string, ttlMs: number): Promise<Lock | undefined> {
+  const token = randomBytes(16).toString('base64url');
+  const ok = await redis.set(key, token, 'PX', ttlMs, 'NX');
+  if (ok !== 'OK') return undefined;
+  return {
+    async release() {
+      try {
+        await redis.eval(RELEASE, 1, key, token);
+      } catch {
+        // The TTL frees it anyway.
+      }
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,142 @@
+/**
+ * Builds and owns the long-lived resources (Redis, provider configuration, logger, metrics,
+ * stores) and closes them in order. Everything is created here and passed down explicitly.
+ */
+import type { DestinationStream } from 'pino';
+import type { Config } from './config/load.js';
+import { createSealer, type Sealer } from './crypto/seal.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
+import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
+import { describeProviderError } from './oidc/errors.js';
+import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { createKeys, type Keys } from './redis/keys.js';
+import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
+import { createSessionRecords, type SessionRecords } from './session/records.js';
+import { createRefreshCoordinator, type RefreshCoordinator } from './session/refresh.js';
+import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
+import { RedisSessionStore } from './session/store.js';
+import { createTransactions, type Transactions } from './session/transactions.js';
+import { createTokenVault, type TokenVault } from './session/vault.js';
+
+export interface RuntimeOptions {
+  /** Where log lines go (tests collect them); default: stdout, asynchronously. */
+  logDestination?: DestinationStream;
+  logger?: Logger;
+  clock?: () => number;
+  /** Collect Node's default process metrics (off in tests: several runtimes share a process). */
+  defaultMetrics?: boolean;
+}
+
+export interface Runtime {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  redis: RedisClient;
+  keys: Keys;
+  sealer: Sealer;
+  vault: TokenVault;
+  records: SessionRecords;
+  store: RedisSessionStore;
+  transactions: Transactions;
+  registry: SessionRegistry;
+  refresher: RefreshCoordinator;
+  provider: ProviderHandle;
+  loginLimiter: LoginLimiter;
+  clock: () => number;
+  redisReady(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+}
+
+export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
+  const clock = options.clock ?? Date.now;
+  const logger =
+    options.logger ?? createLogger({ level: config.log.level, ...(options.logDestination ? { destination: options.logDestination } : {}) });
+  const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+
+  let lastRedisLog = 0;
+  const redis = createRedis(config.redis, {
+    onError(err) {
+      metrics.redisErrors.inc({ kind: 'connection' });
+      // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
+      if (clock() - lastRedisLog > 10_000) {
+        lastRedisLog = clock();
+        logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
+      }
+    },
+  });
+  try {
+    await connectRedis(redis, Math.max(config.redis.commandTimeoutMs * 3, 3000));
+  } catch (err) {
+    redis.disconnect();
+    throw new StartupError(`redis: cannot connect (${err instanceof Error ? err.message : 'unknown error'})`);
+  }
+
+  const keys = createKeys(config.redis.keyPrefix);
+  const sealer = createSealer(config.session.encryptionKeys);
+  const vault = createTokenVault(sealer);
+  const records = createSessionRecords({
+    redis,
+    keys,
+    idleTimeoutSeconds: config.session.idleTimeoutSeconds,
+    absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
+    clock,
+  });
+  const registry = createSessionRegistry({
+    redis,
+    keys,
+    records,
+    idleTimeoutSeconds: config.session.idleTimeoutSeconds,
+    absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
+    clock,
+  });
+  const refresher = createRefreshCoordinator({
+    redis,
+    keys,
+    records,
+    vault,
+    endSession: async (d) => {
+      await registry.end(d);
+    },
+    onRefresh: (outcome) => metrics.refreshes.inc({ outcome }),
+  });
+  const provider = createProviderHandle(config.oidc, {
+    onDiscoveryError(err, attempt, retryInMs) {
+      logger.warn(
+        { event: 'discovery_failed', issuer: config.oidc.issuer, attempt, retryInMs, reason: describeProviderError(err) },
+        'provider discovery failed; retrying',
+      );
+    },
+    onReady(state) {
+      logger.info({ event: 'discovery_ok', issuer: state.metadata.issuer }, 'provider metadata loaded');
+    },
+  });
+
+  return {
+    config,
+    logger,
+    metrics,
+    redis,
+    keys,
+    sealer,
+    vault,
+    records,
+    store: new RedisSessionStore(records),
+    transactions: createTransactions(redis, keys, sealer),
+    registry,
+    refresher,
+    provider,
+    loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
+    clock,
+    redisReady: () => pingRedis(redis),
+    async close() {
+      provider.close();
+      await closeRedis(redis);
+      logger.flush();
+    },
+  };
+}

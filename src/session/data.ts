@@ -1,0 +1,31 @@
+/** What a signed-in session holds besides its (sealed) tokens. Plain data, JSON-safe. */
+export interface AuthData {
+  /** Opaque public handle for /auth/sessions; unrelated to the cookie value. */
+  handle: string;
+  sub: string;
+  iss: string;
+  /** The provider's session ID from the ID token, for back-channel logout. */
+  sid?: string;
+  /** A subset of the ID token claims the SPA may see. */
+  claims: Record<string, unknown>;
+  scopes: string[];
+  /** Epoch milliseconds of sign-in (the absolute timeout counts from here). */
+  createdAt: number;
+  userAgent?: string;
+}
+
+/** Sealed token set plus its version, as stored. `sealed` is '' once the tokens are dropped. */
+export interface SealedTokens {
+  v: number;
+  sealed: string;
+}
+
+/**
+ * Claims never shown to the SPA: they are either protocol plumbing or could be replayed
+ * (at_hash, c_hash, nonce).
+ */
+const HIDDEN_CLAIMS = new Set(['aud', 'azp', 'at_hash', 'c_hash', 's_hash', 'nonce', 'sid', 'jti', 'exp', 'iat', 'nbf', 'auth_time', 'acr', 'amr']);
+
+export function visibleClaims(claims: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(claims).filter(([k]) => !HIDDEN_CLAIMS.has(k)));
+}

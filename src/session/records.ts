@@ -1,0 +1,158 @@
+/**
+ * Session records in Redis: one string key per session, holding the express-session blob with
+ * the sealed token set and its version spliced in front:
+ *
+ *     {"tv":3,"tok":"v1.kid.iv.ct", ...rest of the session as JSON }
+ *
+ * Why this shape: a proxied call needs one command (GETEX, which also slides the idle TTL), and
+ * the token set can still be replaced atomically by compare-and-set on `tv` with a short Lua
+ * script that never has to decode the JSON (Lua's cjson would, for instance, turn `[]` into
+ * `{}`). Every whole-record write also goes through Lua and keeps the stored token set when it
+ * is newer than the one being written, so no request can put an older token set back
+ * (connect-redis #75/#346, express-openid-connect #408).
+ */
+import type { RedisClient } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import type { AuthData, SealedTokens } from './data.js';
+
+const HEAD = /^\{"tv":(\d+),"tok":"([A-Za-z0-9._-]*)"/;
+
+/** SET the whole record, but keep the stored token set if its version is newer. */
+const WRITE_RECORD = `
+local val = ARGV[1]
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local tv, tok = string.match(cur, '^{"tv":(%d+),"tok":"([%w%._%-]*)"')
+  if tv and tonumber(tv) > tonumber(ARGV[2]) then
+    local rest = string.match(val, '^{"tv":%d+,"tok":"[%w%._%-]*"(.*)$')
+    val = '{"tv":' .. tv .. ',"tok":"' .. tok .. '"' .. rest
+  end
+end
+redis.call('SET', KEYS[1], val, 'EX', ARGV[3])
+return 1`;
+
+/** Replace the token set iff the stored version is ARGV[1]; keeps the TTL. */
+const CAS_TOKENS = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+local tv = string.match(cur, '^{"tv":(%d+),"tok":"[%w%._%-]*"')
+if not tv then return -2 end
+if tv ~= ARGV[1] then return 0 end
+local rest = string.match(cur, '^{"tv":%d+,"tok":"[%w%._%-]*"(.*)$')
+redis.call('SET', KEYS[1], '{"tv":' .. ARGV[2] .. ',"tok":"' .. ARGV[3] .. '"' .. rest, 'KEEPTTL')
+return 1`;
+
+/** The JSON-safe part of a stored session besides its tokens. */
+export interface StoredSession {
+  tokens: SealedTokens;
+  auth?: AuthData;
+  /** Everything else express-session keeps (its cookie settings). */
+  [key: string]: unknown;
+}
+
+export function serializeRecord(session: StoredSession): string {
+  const { tokens, ...rest } = session;
+  const sealed = tokens?.sealed ?? '';
+  if (!/^[A-Za-z0-9._-]*$/.test(sealed)) throw new TypeError('sealed tokens must be base64url and dots');
+  const body = JSON.stringify(rest);
+  const head = `{"tv":${tokens?.v ?? 0},"tok":"${sealed}"`;
+  return body === '{}' ? `${head}}` : `${head},${body.slice(1)}`;
+}
+
+export function deserializeRecord(text: string): StoredSession | undefined {
+  const head = HEAD.exec(text);
+  if (!head) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed === null || typeof parsed !== 'object') return undefined;
+    const { tv: _tv, tok: _tok, ...rest } = parsed as Record<string, unknown>;
+    return { ...rest, tokens: { v: Number(head[1]), sealed: head[2] ?? '' } };
+  } catch {
+    return undefined;
+  }
+}
+
+export type CasResult = 'written' | 'stale' | 'missing';
+
+export interface SessionRecords {
+  /** GETEX: reads and slides the idle TTL in one command. Expired-by-age sessions read as undefined. */
+  load(digest: string): Promise<StoredSession | undefined>;
+  /** Reads without sliding the TTL (refresh re-checks, listings). */
+  peek(digest: string): Promise<StoredSession | undefined>;
+  /** Reads only the token head (version + sealed value). */
+  peekTokens(digest: string): Promise<SealedTokens | undefined>;
+  write(digest: string, session: StoredSession): Promise<void>;
+  casTokens(digest: string, expectedVersion: number, next: SealedTokens): Promise<CasResult>;
+  remove(digest: string): Promise<void>;
+  /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
+  remainingMs(digest: string): Promise<number | undefined>;
+}
+
+export interface SessionRecordsOptions {
+  redis: RedisClient;
+  keys: Keys;
+  idleTimeoutSeconds: number;
+  absoluteTimeoutSeconds: number;
+  clock?: () => number;
+}
+
+export function createSessionRecords(options: SessionRecordsOptions): SessionRecords {
+  const { redis, keys, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
+  const clock = options.clock ?? Date.now;
+
+  const outlivedAbsolute = (s: StoredSession) =>
+    s.auth !== undefined && s.auth.createdAt + absoluteTimeoutSeconds * 1000 <= clock();
+
+  async function finish(digest: string, text: string | null): Promise<StoredSession | undefined> {
+    if (text === null) return undefined;
+    const session = deserializeRecord(text);
+    if (!session) return undefined;
+    if (outlivedAbsolute(session)) {
+      await redis.del(keys.session(digest));
+      return undefined;
+    }
+    return session;
+  }
+
+  return {
+    async load(digest) {
+      return finish(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+    },
+    async peek(digest) {
+      return finish(digest, await redis.get(keys.session(digest)));
+    },
+    async peekTokens(digest) {
+      const session = await this.peek(digest);
+      return session?.tokens;
+    },
+    async write(digest, session) {
+      await redis.eval(
+        WRITE_RECORD,
+        1,
+        keys.session(digest),
+        serializeRecord(session),
+        String(session.tokens?.v ?? 0),
+        String(idleTimeoutSeconds),
+      );
+    },
+    async casTokens(digest, expectedVersion, next) {
+      if (!/^[A-Za-z0-9._-]*$/.test(next.sealed)) throw new TypeError('sealed tokens must be base64url and dots');
+      const result = await redis.eval(
+        CAS_TOKENS,
+        1,
+        keys.session(digest),
+        String(expectedVersion),
+        String(next.v),
+        next.sealed,
+      );
+      return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
+    },
+    async remove(digest) {
+      await redis.del(keys.session(digest));
+    },
+    async remainingMs(digest) {
+      const ttl = await redis.pttl(keys.session(digest));
+      return ttl >= 0 ? ttl : undefined;
+    },
+  };
+}

@@ -1,0 +1,145 @@
+/**
+ * Single-flight token refresh for one session, across requests and across gateway processes.
+ *
+ * Invariants:
+ *  1. The provider sees one refresh per expiry of a session's token set, however many requests
+ *     and processes ask at once: in-process callers share one promise; across processes a Redis
+ *     lock (SET NX PX) elects one refresher, and the others poll the record until its version
+ *     moves past the one they saw (bounded wait).
+ *  2. The holder re-reads the record after taking the lock and refreshes only if the version is
+ *     still the one the caller saw; otherwise it returns the newer set (someone else refreshed).
+ *  3. The new set is written by compare-and-set on the version, so an older set can never
+ *     overwrite a newer one; a rotated refresh token replaces the old one in that same write.
+ *  4. invalid_grant ends the session (login_required); any other failure keeps it
+ *     (token_refresh_failed), so a later request can try again.
+ *
+ * The provider call is injected (`refresh`), so this module knows nothing about OIDC.
+ */
+import { GatewayError } from '../errors.js';
+import type { RedisClient } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { sleep, tryLock } from '../redis/lock.js';
+import { storeUnavailable } from '../redis/errors.js';
+import type { SessionRecords } from './records.js';
+import type { TokenVault } from './vault.js';
+import type { TokenSet, VersionedTokens } from './tokens.js';
+
+export type RefreshFn = (current: TokenSet) => Promise<TokenSet>;
+
+export interface RefreshCoordinatorOptions {
+  redis: RedisClient;
+  keys: Keys;
+  records: SessionRecords;
+  vault: TokenVault;
+  /** Ends a session whose grant is gone (invalid_grant): record and indexes. */
+  endSession: (digest: string) => Promise<void>;
+  /** How long the lock lives if its holder dies; longer than a provider call may take. */
+  lockTtlMs?: number;
+  /** How long a waiter polls for another process's result before giving up. */
+  maxWaitMs?: number;
+  pollIntervalMs?: number;
+  onRefresh?: (outcome: 'success' | 'invalid_grant' | 'failure' | 'shared') => void;
+}
+
+export interface RefreshCoordinator {
+  /**
+   * Returns a token set newer than `seen` (refreshing if nobody else has), or throws
+   * login_required / token_refresh_failed / session_store_unavailable. A caller that needs
+   * something the returned set lacks (e.g. a fresh per-resource token) calls again with it.
+   */
+  refresh(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens>;
+}
+
+export function createRefreshCoordinator(options: RefreshCoordinatorOptions): RefreshCoordinator {
+  const { redis, keys, records, vault, endSession } = options;
+  const lockTtlMs = options.lockTtlMs ?? 15_000;
+  const maxWaitMs = options.maxWaitMs ?? 12_000;
+  const pollIntervalMs = options.pollIntervalMs ?? 50;
+  const inFlight = new Map<string, Promise<VersionedTokens>>();
+
+  async function readLatest(digest: string): Promise<VersionedTokens | undefined> {
+    const head = await records.peekTokens(digest);
+    if (!head) return undefined;
+    return { version: head.v, tokens: head.sealed ? vault.open(digest, head.sealed) : undefined };
+  }
+
+  function newerThan(latest: VersionedTokens | undefined, seen: VersionedTokens): VersionedTokens | undefined {
+    if (!latest) throw new GatewayError('login_required');
+    if (latest.version === seen.version) return undefined;
+    if (!latest.tokens) throw new GatewayError('login_required');
+    return latest;
+  }
+
+  async function asHolder(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens> {
+    const latest = await readLatest(digest);
+    const newer = newerThan(latest, seen);
+    if (newer) {
+      options.onRefresh?.('shared');
+      return newer;
+    }
+    const current = latest?.tokens;
+    if (!current?.refreshToken) throw new GatewayError('login_required');
+
+    let next: TokenSet;
+    try {
+      next = await refresh(current);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'login_required') {
+        options.onRefresh?.('invalid_grant');
+        await endSession(digest);
+      } else {
+        options.onRefresh?.('failure');
+      }
+      throw err;
+    }
+    const version = seen.version + 1;
+    const result = await records.casTokens(digest, seen.version, { v: version, sealed: vault.seal(digest, next) });
+    if (result === 'missing') throw new GatewayError('login_required');
+    if (result === 'stale') {
+      // Only reachable if our lock expired under a very slow provider call and another
+      // process refreshed meanwhile: its newer set wins, ours is discarded.
+      const winner = newerThan(await readLatest(digest), seen);
+      if (winner) return winner;
+    }
+    options.onRefresh?.('success');
+    return { version, tokens: next };
+  }
+
+  async function coordinate(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens> {
+    const deadline = Date.now() + maxWaitMs;
+    for (;;) {
+      const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
+      if (lock) {
+        try {
+          return await asHolder(digest, seen, refresh);
+        } finally {
+          await lock.release();
+        }
+      }
+      await sleep(pollIntervalMs);
+      const newer = newerThan(await readLatest(digest), seen);
+      if (newer) {
+        options.onRefresh?.('shared');
+        return newer;
+      }
+      if (Date.now() > deadline) {
+        throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for another refresh') });
+      }
+    }
+  }
+
+  return {
+    refresh(digest, seen, refresh) {
+      const key = `${digest}:${seen.version}`;
+      const pending = inFlight.get(key);
+      if (pending) return pending;
+      const promise = coordinate(digest, seen, refresh)
+        .catch((err: unknown) => {
+          throw err instanceof GatewayError ? err : storeUnavailable(err);
+        })
+        .finally(() => inFlight.delete(key));
+      inFlight.set(key, promise);
+      return promise;
+    },
+  };
+}

@@ -1,0 +1,47 @@
+/** The token set kept (sealed) in a session, and pure checks on it. The clock is passed in. */
+
+export interface ResourceToken {
+  accessToken: string;
+  /** Epoch seconds. */
+  expiresAt?: number;
+  scope?: string;
+}
+
+export interface TokenSet {
+  accessToken: string;
+  refreshToken?: string;
+  idToken?: string;
+  /** Epoch seconds; absent when the provider gave no expires_in. */
+  expiresAt?: number;
+  scope?: string;
+  /** RFC 8707 audience-restricted access tokens, by resource URI. */
+  resources?: Record<string, ResourceToken>;
+}
+
+/** Access tokens without expires_in are treated as living this long (RFC 6749 §5.1 leaves it open). */
+export const DEFAULT_TOKEN_LIFETIME_SECONDS = 300;
+
+export function expiresWithin(token: { expiresAt?: number }, skewSeconds: number, nowSeconds: number): boolean {
+  return token.expiresAt !== undefined && token.expiresAt - skewSeconds <= nowSeconds;
+}
+
+export function nowSeconds(clock: () => number = Date.now): number {
+  return Math.floor(clock() / 1000);
+}
+
+/** A token set with the version it was read at; writes are compare-and-set on `version`. */
+export interface VersionedTokens {
+  version: number;
+  tokens: TokenSet | undefined;
+}
+
+export function parseTokenSet(json: string): TokenSet | undefined {
+  try {
+    const value: unknown = JSON.parse(json);
+    if (value === null || typeof value !== 'object') return undefined;
+    const t = value as Partial<TokenSet>;
+    return typeof t.accessToken === 'string' ? (t as TokenSet) : undefined;
+  } catch {
+    return undefined;
+  }
+}

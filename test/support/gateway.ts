@@ -1,0 +1,79 @@
+/**
+ * An in-process gateway for integration tests, built exactly as main.ts builds it
+ * (createRuntime + createApp), listening on 127.0.0.1 on a free port, with every log line
+ * collected for assertions and leak scans.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApp } from '../../src/app.js';
+import type { Config } from '../../src/config/load.js';
+import { createRuntime, type Runtime } from '../../src/runtime.js';
+import { buildTestConfig, type TestConfigInput } from './config.js';
+
+export interface ReservedServer {
+  server: http.Server;
+  port: number;
+  url: string;
+}
+
+/** Listens first, so the public URL (and the redirect_uri to register) is known up front. */
+export async function reserveServer(): Promise<ReservedServer> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { server, port, url: `http://127.0.0.1:${port}` };
+}
+
+export interface TestGateway {
+  url: string;
+  config: Config;
+  runtime: Runtime;
+  app: http.RequestListener;
+  server: http.Server;
+  logs: string[];
+  close(): Promise<void>;
+}
+
+export async function startTestGateway(
+  config: Config,
+  reserved?: ReservedServer,
+): Promise<TestGateway> {
+  const logs: string[] = [];
+  const runtime = await createRuntime(config, {
+    logDestination: { write: (line: string) => void logs.push(line) },
+    defaultMetrics: false,
+  });
+  await runtime.provider.ready();
+  const app = createApp(runtime);
+  const target = reserved ?? (await reserveServer());
+  target.server.on('request', app);
+  return {
+    url: target.url,
+    config,
+    runtime,
+    app,
+    server: target.server,
+    logs,
+    async close() {
+      target.server.closeAllConnections();
+      await new Promise<void>((resolve) => target.server.close(() => resolve()));
+      await runtime.close();
+    },
+  };
+}
+
+/** The client registration the test provider needs for a gateway at `publicUrl`. */
+export function gatewayClient(publicUrl: string, overrides: Record<string, unknown> = {}) {
+  return {
+    client_id: 'bff-test',
+    client_secret: 'bff-test-secret-0123456789abcdef',
+    redirect_uris: [`${publicUrl}/auth/callback`],
+    post_logout_redirect_uris: [`${publicUrl}/`],
+    backchannel_logout_uri: `${publicUrl}/auth/backchannel-logout`,
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    ...overrides,
+  };
+}
+
+export { buildTestConfig, type TestConfigInput };

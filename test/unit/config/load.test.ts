@@ -1,0 +1,174 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ConfigError, loadConfigFile, parseConfig } from '../../../src/config/load.js';
+import { interpolate } from '../../../src/config/interpolate.js';
+
+const KEY = Buffer.alloc(32, 7).toString('base64');
+const SECRET = 's'.repeat(40);
+
+function minimal(overrides: Record<string, unknown> = {}) {
+  return {
+    server: { publicUrl: 'https://app.example.com' },
+    oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: 'top-secret-value' },
+    session: { secrets: [SECRET], encryptionKeys: [KEY] },
+    redis: { url: 'redis://127.0.0.1:6379' },
+    ...overrides,
+  };
+}
+
+function problems(doc: unknown, env: Record<string, string> = {}): string[] {
+  try {
+    parseConfig(doc, { env });
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe('config loading', () => {
+  it('accepts a minimal production config and fills the SPEC defaults', () => {
+    const cfg = parseConfig(minimal(), { env: {} });
+    expect(cfg.server.authPath).toBe('/auth');
+    expect(cfg.session.idleTimeoutSeconds).toBe(1800);
+    expect(cfg.session.absoluteTimeoutSeconds).toBe(43200);
+    expect(cfg.csrf.headerName).toBe('x-csrf');
+    expect(cfg.tokens.refreshSkewSeconds).toBe(30);
+    expect(cfg.derived.redirectUri).toBe('https://app.example.com/auth/callback');
+  });
+
+  it('names the session cookie __Host- and marks cookies secure when publicUrl is https', () => {
+    const cfg = parseConfig(minimal(), { env: {} });
+    expect(cfg.derived.sessionCookieName).toBe('__Host-bff');
+    expect(cfg.derived.loginCookieName).toBe('__Secure-bff-login');
+    expect(cfg.derived.secureCookies).toBe(true);
+  });
+
+  it('keeps plain cookie names for a loopback http publicUrl', () => {
+    const cfg = parseConfig(minimal({ server: { publicUrl: 'http://localhost:3000' } }), { env: {} });
+    expect(cfg.derived.sessionCookieName).toBe('bff');
+    expect(cfg.derived.secureCookies).toBe(false);
+  });
+
+  it('freezes the result so nothing can change it at run time', () => {
+    const cfg = parseConfig(minimal(), { env: {} });
+    expect(Object.isFrozen(cfg)).toBe(true);
+    expect(Object.isFrozen(cfg.session.encryptionKeys)).toBe(true);
+  });
+
+  it('refuses an http:// issuer unless its host is loopback', () => {
+    expect(problems(minimal({ oidc: { issuer: 'http://idp.example.com', clientId: 'x', clientSecret: 'y' } }))).toEqual([
+      'oidc.issuer: http:// is allowed only for loopback hosts; use https://',
+    ]);
+    expect(problems(minimal({ oidc: { issuer: 'http://127.0.0.1:4000', clientId: 'x', clientSecret: 'y' } }))).toEqual([]);
+    expect(problems(minimal({ oidc: { issuer: 'http://localhost:4000', clientId: 'x', clientSecret: 'y' } }))).toEqual([]);
+  });
+
+  it('reports every problem, one line each, with its key path', () => {
+    const lines = problems({
+      server: { publicUrl: 'not a url', port: 'eighty' },
+      oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: 'x', clockToleranceSeconds: -1 },
+      session: { secrets: ['short'], encryptionKeys: ['AAAA'], sameSite: 'none', idleTimeoutSeconds: 100, absoluteTimeoutSeconds: 10 },
+      redis: { url: 'redis://127.0.0.1:6379' },
+      routes: [{ path: 'api', target: 'http://x' }],
+      extra: true,
+    });
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^server\.publicUrl: must be an absolute http\(s\) URL/),
+        expect.stringMatching(/^server\.port: /),
+        expect.stringMatching(/^oidc\.clockToleranceSeconds: /),
+        'session.secrets[0]: must be at least 32 characters',
+        'session.encryptionKeys[0]: must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)',
+        expect.stringMatching(/^session\.sameSite: /),
+        expect.stringMatching(/^routes\[0\]\.path: must be a path starting with "\/"/),
+        expect.stringMatching(/^\(root\): Unrecognized key/),
+      ]),
+    );
+    expect(lines.length).toBeGreaterThanOrEqual(8);
+  });
+
+  it('checks cross-field rules: timeouts, redis modes, route paths, apiKey', () => {
+    const lines = problems(
+      minimal({
+        session: { secrets: [SECRET], encryptionKeys: [KEY], idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 60 },
+        redis: { url: 'redis://a:6379', cluster: { nodes: ['redis://b:6379'] } },
+        routes: [
+          { path: '/api', target: 'http://up:1' },
+          { path: '/api', target: 'http://up:2' },
+          { path: '/auth/x', target: 'http://up:3' },
+          { path: '/legacy', target: 'http://up:4', auth: 'apiKey' },
+        ],
+      }),
+    );
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        'session.absoluteTimeoutSeconds: must be at least session.idleTimeoutSeconds',
+        'redis: must set exactly one of url, cluster or sentinel',
+        'routes[1].path: is used by another route',
+        'routes[2].path: must not be "/" or lie under server.authPath (/auth)',
+        'routes[3].apiKey: is required when auth is apiKey',
+      ]),
+    );
+  });
+
+  it('requires a client secret for the secret-based client authentication methods', () => {
+    expect(problems(minimal({ oidc: { issuer: 'https://idp.example.com', clientId: 'bff' } }))).toEqual([
+      'oidc.clientSecret: is required for clientAuthMethod client_secret_basic',
+    ]);
+  });
+
+  it('never prints the value of a secret in a problem line', () => {
+    const secret = 'THIS-IS-A-SECRET-VALUE';
+    const lines = problems(minimal({ session: { secrets: [secret], encryptionKeys: [secret] } }));
+    expect(lines.length).toBe(2);
+    expect(lines.join('\n')).not.toContain(secret);
+  });
+
+  it('interpolates ${NAME} and ${NAME:-default} in string leaves only', () => {
+    const cfg = parseConfig(
+      minimal({ oidc: { issuer: '${ISSUER:-https://idp.example.com}', clientId: '${CLIENT_ID}', clientSecret: 'x' } }),
+      { env: { CLIENT_ID: 'from-env' } },
+    );
+    expect(cfg.oidc.clientId).toBe('from-env');
+    expect(cfg.oidc.issuer).toBe('https://idp.example.com');
+  });
+
+  it('reports an unset variable without a default by its key path', () => {
+    expect(problems(minimal({ oidc: { issuer: 'https://i.example', clientId: '${MISSING_ID}', clientSecret: 'x' } }))).toEqual([
+      'oidc.clientId: environment variable MISSING_ID is not set',
+    ]);
+  });
+
+  it('cannot inject YAML structure through an environment value', () => {
+    const out = interpolate({ a: '${EVIL}' }, { EVIL: 'x\nb: injected' }, []);
+    expect(out).toEqual({ a: 'x\nb: injected' });
+  });
+
+  it('lets PORT override server.port', () => {
+    expect(parseConfig(minimal(), { env: { PORT: '8088' } }).server.port).toBe(8088);
+  });
+
+  it('loads YAML files, resolving static.root against the file and reporting bad YAML by line', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'bff-config-'));
+    const good = path.join(dir, 'good.yaml');
+    writeFileSync(
+      good,
+      [
+        'server: { publicUrl: "https://app.example.com" }',
+        'oidc: { issuer: "https://idp.example.com", clientId: bff, clientSecret: "${SECRET}" }',
+        `session: { secrets: ["${SECRET}"], encryptionKeys: ["${KEY}"] }`,
+        'static: { root: ./public }',
+      ].join('\n'),
+    );
+    const cfg = loadConfigFile(good, { env: { SECRET: 'from-env-secret' } });
+    expect(cfg.oidc.clientSecret).toBe('from-env-secret');
+    expect(cfg.static?.root).toBe(path.join(dir, 'public'));
+
+    const bad = path.join(dir, 'bad.yaml');
+    writeFileSync(bad, 'server:\n  publicUrl: [unclosed\n');
+    expect(() => loadConfigFile(bad, { env: {} })).toThrow(/not valid YAML \(line \d+, column \d+\)/);
+    expect(() => loadConfigFile(path.join(dir, 'missing.yaml'), { env: {} })).toThrow(/cannot read the config file \(ENOENT\)/);
+  });
+});

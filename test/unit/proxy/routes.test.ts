@@ -1,0 +1,37 @@
+import { routeSchema } from '../../../src/config/schema.js';
+import { compileRoutes, isAmbiguousPath } from '../../../src/proxy/routes.js';
+
+const route = (path: string, extra: Record<string, unknown> = {}) => routeSchema.parse({ path, target: 'http://up.internal', ...extra });
+
+describe('route matching', () => {
+  const { match } = compileRoutes([route('/api'), route('/api/orders'), route('/live')]);
+
+  it('matches a route path itself and everything below it on a segment boundary', () => {
+    expect(match('/api')?.path).toBe('/api');
+    expect(match('/api/x')?.path).toBe('/api');
+    expect(match('/apix')).toBeUndefined();
+    expect(match('/')).toBeUndefined();
+  });
+
+  it('prefers the longest matching path', () => {
+    expect(match('/api/orders')?.path).toBe('/api/orders');
+    expect(match('/api/orders/42')?.path).toBe('/api/orders');
+    expect(match('/api/ordersx')?.path).toBe('/api');
+  });
+
+  it('strips the prefix when asked, leaving "/" for the route path itself', () => {
+    const { match: m } = compileRoutes([route('/api', { stripPrefix: true })]);
+    expect(m('/api')?.upstreamPath('/api')).toBe('/');
+    expect(m('/api/x/y')?.upstreamPath('/api/x/y')).toBe('/x/y');
+    expect(compileRoutes([route('/api')]).match('/api/x')?.upstreamPath('/api/x')).toBe('/api/x');
+  });
+});
+
+describe('ambiguous paths', () => {
+  it.each(['/api/../admin', '/api/%2e%2e/admin', '/api/%2E./admin', '/api/./x', '/api/a%2fb', '/api/a%5Cb', '/api/a\\b'])('refuses %s', (p) => {
+    expect(isAmbiguousPath(p)).toBe(true);
+  });
+  it.each(['/api/x', '/api/x.y', '/api/..x', '/api/%20'])('accepts %s', (p) => {
+    expect(isAmbiguousPath(p)).toBe(false);
+  });
+});

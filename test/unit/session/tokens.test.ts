@@ -1,0 +1,17 @@
+import { expiresWithin, parseTokenSet } from '../../../src/session/tokens.js';
+
+describe('token expiry', () => {
+  it('is due for refresh inside the skew window and after expiry, not before', () => {
+    expect(expiresWithin({ expiresAt: 1000 }, 30, 960)).toBe(false);
+    expect(expiresWithin({ expiresAt: 1000 }, 30, 970)).toBe(true);
+    expect(expiresWithin({ expiresAt: 1000 }, 0, 1001)).toBe(true);
+  });
+  it('never refreshes a token with no known expiry', () => {
+    expect(expiresWithin({}, 30, 10 ** 12)).toBe(false);
+  });
+  it('parses only token-set-shaped JSON', () => {
+    expect(parseTokenSet('{"accessToken":"a"}')).toEqual({ accessToken: 'a' });
+    expect(parseTokenSet('{"refreshToken":"a"}')).toBeUndefined();
+    expect(parseTokenSet('nope')).toBeUndefined();
+  });
+});
