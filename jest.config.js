@@ -28,6 +28,7 @@ export default {
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
   maxWorkers: 2,
   testTimeout: 30000,
 };
