@@ -7,7 +7,7 @@
  */
 export const ERROR_CODES = {
   invalid_request: { status: 400, description: 'The request is malformed.' },
-  invalid_return_to: { status: 400, description: 'returnTo must be a same-origin relative path.' },
+  invalid_return_to: { status: 400, description: 'The returnTo parameter must be a same-origin relative path.' },
   invalid_state: {
     status: 400,
     description: 'This login response does not match a login started in this browser.',

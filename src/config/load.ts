@@ -17,12 +17,13 @@ export class ConfigError extends Error {
 }
 
 export interface LoadOptions {
-  env?: Readonly<Record<string, string | undefined>>;
+  /** The environment that `${NAME}` and PORT are read from (main passes its own). */
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 /** Validates an already-parsed document (YAML/JSON object) into the frozen Config. */
-export function parseConfig(document: unknown, options: LoadOptions & { baseDir?: string } = {}): Config {
-  const env = options.env ?? process.env;
+export function parseConfig(document: unknown, options: LoadOptions & { baseDir?: string }): Config {
+  const env = options.env;
   const problems: InterpolationProblem[] = [];
   const interpolated = interpolate(document ?? {}, env, problems);
   if (problems.length > 0) {
@@ -39,7 +40,7 @@ export function parseConfig(document: unknown, options: LoadOptions & { baseDir?
 }
 
 /** file → YAML → interpolate → PORT → validate → derive → freeze. */
-export function loadConfigFile(file: string, options: LoadOptions = {}): Config {
+export function loadConfigFile(file: string, options: LoadOptions): Config {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
