@@ -132,7 +132,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
     let signIn;
     try {
-      signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx);
+      signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx, clock);
     } catch (err) {
       metrics.loginTransactions.inc({ outcome: 'failed' });
       logger.warn({ event: 'login_failed', reason: describeProviderError(err instanceof GatewayError ? err.cause : err) }, 'sign-in failed');

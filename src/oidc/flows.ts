@@ -31,16 +31,21 @@ export interface SignIn {
   scopes: string[];
 }
 
-const nowSeconds = () => Math.floor(Date.now() / 1000);
+/** Milliseconds since the epoch; injected so expiry can be tested without waiting. */
+export type Clock = () => number;
 
-function granted(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, previous?: GrantedTokens): GrantedTokens {
+function granted(
+  response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+  clock: Clock,
+  previous?: GrantedTokens,
+): GrantedTokens {
   const expiresIn = response.expiresIn();
   return {
     accessToken: response.access_token,
     // RFC 6749 §6: keep the old refresh token when the provider issues none.
     ...(response.refresh_token ?? previous?.refreshToken ? { refreshToken: response.refresh_token ?? previous?.refreshToken } : {}),
     ...(response.id_token ?? previous?.idToken ? { idToken: response.id_token ?? previous?.idToken } : {}),
-    ...(expiresIn !== undefined ? { expiresAt: nowSeconds() + expiresIn } : {}),
+    ...(expiresIn !== undefined ? { expiresAt: Math.floor(clock() / 1000) + expiresIn } : {}),
     ...(response.scope ?? previous?.scope ? { scope: response.scope ?? previous?.scope } : {}),
   };
 }
@@ -71,6 +76,7 @@ export async function completeAuthorization(
   cfg: OidcConfig,
   callbackUrl: URL,
   tx: { state: string; nonce: string; codeVerifier: string },
+  clock: Clock = Date.now,
 ): Promise<SignIn> {
   try {
     // RFC 9207 §2.4: openid-client rejects a mismatched `iss` (or a missing one when the
@@ -88,12 +94,27 @@ export async function completeAuthorization(
       algorithms: cfg.idTokenSigningAlgs,
       clockToleranceSeconds: cfg.clockToleranceSeconds,
     });
-    const tokens = granted(response);
-    const scopes = (tokens.scope ?? cfg.scopes.join(' ')).split(' ').filter(Boolean);
-    return { tokens, claims: payload as SignIn['claims'], scopes };
+    const tokens = granted(response, clock);
+    return { tokens, claims: payload as SignIn['claims'], scopes: grantedScopes(cfg.scopes, tokens) };
   } catch (err) {
     throw fromCallbackError(err);
   }
+}
+
+const IDENTITY_SCOPES = new Set(['openid', 'profile', 'email', 'address', 'phone']);
+
+/**
+ * The scopes the session holds. The token response's `scope` is authoritative for API scopes;
+ * with a resource indicator some providers (oidc-provider) list only the resource's scopes
+ * there, so the identity scopes that were requested (and evidenced by the ID token) and
+ * offline_access (evidenced by a refresh token) are added back.
+ */
+export function grantedScopes(requested: readonly string[], tokens: GrantedTokens): string[] {
+  const scopes = new Set((tokens.scope ?? requested.join(' ')).split(' ').filter(Boolean));
+  for (const scope of requested) {
+    if (IDENTITY_SCOPES.has(scope) || (scope === 'offline_access' && tokens.refreshToken)) scopes.add(scope);
+  }
+  return [...scopes];
 }
 
 /**
@@ -105,13 +126,14 @@ export async function refreshTokens(
   current: GrantedTokens,
   expectedSub: string,
   params: Record<string, string> = {},
+  clock: Clock = Date.now,
 ): Promise<GrantedTokens> {
   if (!current.refreshToken) throw new GatewayError('login_required');
   try {
     const response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken, params);
     const claims = response.claims();
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
-    return granted(response, current);
+    return granted(response, clock, current);
   } catch (err) {
     throw fromGrantError(err);
   }
@@ -120,9 +142,10 @@ export async function refreshTokens(
 export async function clientCredentials(
   provider: ProviderState,
   params: Record<string, string>,
+  clock: Clock = Date.now,
 ): Promise<GrantedTokens> {
   try {
-    return granted(await oidc.clientCredentialsGrant(provider.configuration, params));
+    return granted(await oidc.clientCredentialsGrant(provider.configuration, params), clock);
   } catch (err) {
     throw fromGrantError(err);
   }

@@ -56,7 +56,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
     const stale = (v: VersionedTokens) =>
       v.tokens !== undefined && expiresWithin(v.tokens, config.tokens.refreshSkewSeconds, nowSeconds(deps.clock));
     if (options.forceRefresh || stale(current)) {
-      current = await refresher.refresh(session.digest, current, (t) => refreshTokens(provider.get(), t, auth.sub));
+      current = await refresher.refresh(session.digest, current, (t) => refreshTokens(provider.get(), t, auth.sub, {}, deps.clock));
     }
     if (!current.tokens) throw new GatewayError('login_required');
     return current.tokens.accessToken;

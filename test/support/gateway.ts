@@ -34,14 +34,32 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+export interface TestClock {
+  now: () => number;
+  /** Moves the gateway's clock forward (tokens expire without anyone waiting). */
+  advance(seconds: number): void;
+}
+
+export function createTestClock(): TestClock {
+  let offsetMs = 0;
+  return {
+    now: () => Date.now() + offsetMs,
+    advance(seconds) {
+      offsetMs += seconds * 1000;
+    },
+  };
+}
+
 export async function startTestGateway(
   config: Config,
   reserved?: ReservedServer,
+  options: { clock?: TestClock } = {},
 ): Promise<TestGateway> {
   const logs: string[] = [];
   const runtime = await createRuntime(config, {
     logDestination: { write: (line: string) => void logs.push(line) },
     defaultMetrics: false,
+    ...(options.clock ? { clock: options.clock.now } : {}),
   });
   await runtime.provider.ready();
   const app = createApp(runtime);

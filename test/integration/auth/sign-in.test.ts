@@ -1,0 +1,289 @@
+/**
+ * Sign-in, /auth/user and logout against a real oidc-provider and a real Redis (SPEC §3, §5).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
+import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { dumpRedis } from '../../support/redis-dump.js';
+
+let provider: TestProvider;
+let gw: TestGateway;
+const csrf = { 'x-csrf': '1' };
+
+beforeAll(async () => {
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+  gw = await startTestGateway(buildTestConfig({ issuer: provider.issuer, publicUrl: reserved.url }), reserved);
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await provider?.close();
+});
+
+function setCookies(res: { headers: Headers }): string[] {
+  return res.headers.getSetCookie();
+}
+
+function sessionCookie(client: BrowserClient): string | undefined {
+  return client.cookies(gw.url)[gw.config.derived.sessionCookieName];
+}
+
+describe('GET /auth/login', () => {
+  it('redirects to the authorization endpoint with code + PKCE S256, state, nonce and the exact redirect_uri', async () => {
+    const client = new BrowserClient();
+    const res = await client.get(`${gw.url}/auth/login?returnTo=/orders`);
+    expect(res.status).toBe(302);
+    const location = new URL(res.headers.get('location') ?? '');
+    expect(location.origin + location.pathname).toBe(provider.idp.provider.issuer + '/auth');
+    const q = location.searchParams;
+    expect(q.get('response_type')).toBe('code');
+    expect(q.get('client_id')).toBe('bff-test');
+    expect(q.get('redirect_uri')).toBe(`${gw.url}/auth/callback`);
+    expect(q.get('scope')).toBe('openid profile email offline_access');
+    expect(q.get('code_challenge_method')).toBe('S256');
+    expect(q.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(q.get('state')?.length).toBeGreaterThanOrEqual(22);
+    expect(q.get('nonce')?.length).toBeGreaterThanOrEqual(22);
+    expect(res.headers.get('cache-control')).toContain('no-store');
+
+    const loginCookie = setCookies(res).find((c) => c.startsWith(`${gw.config.derived.loginCookieName}.`));
+    expect(loginCookie).toBeDefined();
+    expect(loginCookie).toMatch(/; HttpOnly/i);
+    expect(loginCookie).toMatch(/; SameSite=Lax/i);
+    expect(loginCookie).toMatch(/; Path=\/auth\/callback/);
+    expect(loginCookie).toMatch(/; Max-Age=600/);
+  });
+
+  it('uses fresh state, nonce and PKCE challenge for every login', async () => {
+    const client = new BrowserClient();
+    const params = await Promise.all(
+      [1, 2].map(async () => new URL((await client.get(`${gw.url}/auth/login`)).headers.get('location') ?? '').searchParams),
+    );
+    for (const name of ['state', 'nonce', 'code_challenge']) expect(params[0]?.get(name)).not.toBe(params[1]?.get(name));
+  });
+
+  it.each(['https://evil.example', '//evil.example', '/\\evil.example', 'https:%2F%2Fevil.example', '%2F%2Fevil.example', 'javascript:alert(1)'])(
+    'refuses returnTo=%s with 400 invalid_return_to',
+    async (returnTo) => {
+      const res = await new BrowserClient().get(`${gw.url}/auth/login?returnTo=${encodeURIComponent(returnTo)}`, {
+        headers: { accept: 'application/json' },
+      });
+      expectErrorBody(res, 'invalid_return_to', 400);
+    },
+  );
+
+  it('refuses a repeated returnTo parameter', async () => {
+    const res = await new BrowserClient().get(`${gw.url}/auth/login?returnTo=/a&returnTo=/b`, { headers: { accept: 'application/json' } });
+    expectErrorBody(res, 'invalid_request', 400);
+  });
+});
+
+describe('a full sign-in', () => {
+  it('ends at returnTo with an HttpOnly, SameSite=Strict session cookie and a working /auth/user without tokens', async () => {
+    const client = new BrowserClient();
+    const { final, hops } = await signIn(client, gw.url, { returnTo: '/orders?x=1' });
+    const callbackHop = hops.find((h) => h.url.startsWith(`${gw.url}/auth/callback`));
+    expect(callbackHop?.status).toBe(302);
+    expect(callbackHop?.location).toBe('/orders?x=1');
+    expect(final.url).toBe(`${gw.url}/orders?x=1`);
+
+    const cookie = sessionCookie(client);
+    expect(cookie).toBeDefined();
+    const callbackResponse = callbackHop?.response;
+    const set = callbackResponse ? setCookies(callbackResponse).find((c) => c.startsWith(`${gw.config.derived.sessionCookieName}=`)) : undefined;
+    expect(set).toMatch(/; HttpOnly/i);
+    expect(set).toMatch(/; SameSite=Strict/i);
+    expect(set).toMatch(/; Path=\//);
+    expect(set).not.toMatch(/Domain=/i);
+    // An opaque signed ID with at least 128 bits of randomness.
+    expect(sessionIdFromCookie(cookie as string).length).toBeGreaterThanOrEqual(22);
+
+    const me = await client.get(`${gw.url}/auth/user`, { headers: csrf });
+    expect(me.status).toBe(200);
+    const body = me.json() as { sub: string; claims: Record<string, unknown>; scopes: string[]; sessionExpiresAt: string };
+    expect(body.sub).toBe('alice');
+    expect(body.claims).toMatchObject({ email: expect.any(String), name: expect.any(String) });
+    expect(body.claims).not.toHaveProperty('nonce');
+    expect(body.scopes).toEqual(expect.arrayContaining(['openid', 'offline_access']));
+    expect(Date.parse(body.sessionExpiresAt)).toBeGreaterThan(Date.now());
+    expect(me.headers.get('cache-control')).toContain('no-store');
+
+    const tokens = await tokensOfSession(gw, cookie as string);
+    expect(tokens?.refreshToken).toEqual(expect.any(String));
+    expectNoSecretIn(me.text, { accessToken: tokens?.accessToken, refreshToken: tokens?.refreshToken, idToken: tokens?.idToken }, '/auth/user');
+  });
+
+  it('issues a new session ID at sign-in, so a planted cookie is never promoted (no fixation)', async () => {
+    const attacker = new BrowserClient();
+    await signIn(attacker, gw.url, { user: 'bob', password: 'bob-password' });
+    const planted = sessionCookie(attacker) as string;
+
+    const victim = new BrowserClient();
+    victim.setCookie(gw.url, gw.config.derived.sessionCookieName, planted);
+    await signIn(victim, gw.url);
+    const after = sessionCookie(victim);
+    expect(after).toBeDefined();
+    expect(after).not.toBe(planted);
+    const me = (await victim.get(`${gw.url}/auth/user`, { headers: csrf })).json() as { sub: string };
+    expect(me.sub).toBe('alice');
+  });
+
+  it('lets two tabs of one browser sign in at the same time', async () => {
+    const client = new BrowserClient();
+    const first = await startLogin(client, gw.url, { returnTo: '/one' });
+    const second = await startLogin(client, gw.url, { returnTo: '/two' });
+    const callbackTwo = await completeAtProvider(client, second.authorizeUrl, {});
+    const callbackOne = await completeAtProvider(client, first.authorizeUrl, {});
+    const two = await client.get(callbackTwo);
+    const one = await client.get(callbackOne);
+    expect([two.status, two.headers.get('location')]).toEqual([302, '/two']);
+    expect([one.status, one.headers.get('location')]).toEqual([302, '/one']);
+  });
+
+  it('keeps no token in plaintext anywhere in Redis', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const tokens = await tokensOfSession(gw, sessionCookie(client) as string);
+    expect(tokens?.accessToken).toBeDefined();
+    const dump = await dumpRedis(gw.config.redis.url as string, `${gw.config.redis.keyPrefix}*`);
+    expect(dump.length).toBeGreaterThan(0);
+    expectNoSecretIn(dump.join('\n'), {
+      accessToken: tokens?.accessToken,
+      refreshToken: tokens?.refreshToken,
+      idToken: tokens?.idToken,
+      sessionCookie: sessionIdFromCookie(sessionCookie(client) as string),
+    }, 'Redis');
+  });
+});
+
+describe('GET /auth/callback', () => {
+  it('refuses an unknown state with 400 invalid_state and creates no session', async () => {
+    const client = new BrowserClient();
+    const res = await client.get(`${gw.url}/auth/callback?code=x&state=unknown-state-value`, { headers: { accept: 'application/json' } });
+    expectErrorBody(res, 'invalid_state', 400);
+    expect(sessionCookie(client)).toBeUndefined();
+  });
+
+  it('refuses a replayed callback: the state is good once', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url, {});
+    const callback = await completeAtProvider(client, authorizeUrl, {});
+    expect((await client.get(callback)).status).toBe(302);
+    const replay = await client.get(callback, { headers: { accept: 'application/json' } });
+    expectErrorBody(replay, 'invalid_state', 400);
+  });
+
+  it('refuses a callback in a browser that did not start the login (login CSRF)', async () => {
+    const victim = new BrowserClient();
+    const attacker = new BrowserClient();
+    const { authorizeUrl } = await startLogin(attacker, gw.url, {});
+    const callback = await completeAtProvider(attacker, authorizeUrl, {});
+    const res = await victim.get(callback, { headers: { accept: 'application/json' } });
+    expectErrorBody(res, 'invalid_state', 400);
+    expect(sessionCookie(victim)).toBeUndefined();
+    // The transaction is spent: the attacker cannot finish it either.
+    expect((await attacker.get(callback)).status).toBe(400);
+  });
+
+  it('refuses a response whose iss names another issuer (RFC 9207) and creates no session', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url, {});
+    const callback = new URL(await completeAtProvider(client, authorizeUrl, {}));
+    expect(callback.searchParams.get('iss')).toBe(provider.issuer);
+    callback.searchParams.set('iss', 'https://attacker.example');
+    const res = await client.get(callback.href, { headers: { accept: 'application/json' } });
+    expectErrorBody(res, 'invalid_request', 400);
+    expect(sessionCookie(client)).toBeUndefined();
+  });
+
+  it('creates no session when the user declines consent, and tells the SPA why', async () => {
+    const client = new BrowserClient();
+    const { hops } = await signIn(client, gw.url, { consent: 'deny', returnTo: '/start' });
+    const callbackHop = hops.find((h) => h.url.startsWith(`${gw.url}/auth/callback`));
+    expect(callbackHop?.status).toBe(302);
+    expect(callbackHop?.location).toBe('/start?error=access_denied');
+    expect(sessionCookie(client)).toBeUndefined();
+    expectErrorBody(await client.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+  });
+
+  it('shows a browser navigation an HTML error page with the same status', async () => {
+    const res = await new BrowserClient().get(`${gw.url}/auth/callback?state=nope`, { headers: { accept: 'text/html' } });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/text\/html/);
+    expect(res.text).toContain('invalid_state');
+  });
+});
+
+describe('GET /auth/user', () => {
+  it('answers 401 login_required without a session', async () => {
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+  });
+
+  it('answers 403 csrf_check_failed without the x-csrf header', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    expectErrorBody(await client.get(`${gw.url}/auth/user`), 'csrf_check_failed', 403);
+  });
+
+  it('treats a garbage or forged session cookie as signed out', async () => {
+    const client = new BrowserClient();
+    client.setCookie(gw.url, gw.config.derived.sessionCookieName, 's%3Aforged.c2lnbmF0dXJl');
+    expectErrorBody(await client.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+  });
+});
+
+describe('POST /auth/logout', () => {
+  it('ends the session, revokes the refresh token at the provider and returns the end-session URL', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const cookie = sessionCookie(client) as string;
+    const tokens = await tokensOfSession(gw, cookie);
+    expect((await provider.introspect(tokens?.refreshToken as string)).active).toBe(true);
+
+    const res = await client.post(`${gw.url}/auth/logout`, { headers: csrf });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('cache-control')).toContain('no-store');
+    const { logoutUrl } = res.json() as { logoutUrl: string };
+    const url = new URL(logoutUrl);
+    expect(url.origin).toBe(new URL(provider.issuer).origin);
+    expect(url.searchParams.get('id_token_hint')).toBe(tokens?.idToken);
+    expect(url.searchParams.get('post_logout_redirect_uri')).toBe(`${gw.url}/`);
+    expect(url.searchParams.get('client_id')).toBe('bff-test');
+    expect(setCookies(res).some((c) => c.startsWith(`${gw.config.derived.sessionCookieName}=;`))).toBe(true);
+
+    expect((await provider.introspect(tokens?.refreshToken as string)).active).toBe(false);
+    expect(await tokensOfSession(gw, cookie)).toBeUndefined();
+
+    // The old cookie is dead even if a browser replays it.
+    const replay = new BrowserClient();
+    replay.setCookie(gw.url, gw.config.derived.sessionCookieName, cookie);
+    expectErrorBody(await replay.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+  });
+
+  it('has no effect without the x-csrf header', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    expectErrorBody(await client.post(`${gw.url}/auth/logout`), 'csrf_check_failed', 403);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  });
+});
+
+describe('health', () => {
+  it('is live and ready with Redis and the provider up', async () => {
+    const client = new BrowserClient();
+    expect((await client.get(`${gw.url}/healthz`)).status).toBe(200);
+    const ready = await client.get(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(ready.json()).toEqual({ status: 'ready' });
+  });
+
+  it('sets helmet headers and no-store on gateway answers', async () => {
+    const res = await new BrowserClient().get(`${gw.url}/auth/user`, { headers: csrf });
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+  });
+});

@@ -1,0 +1,374 @@
+/**
+ * Proxied API calls (SPEC §4) through a real gateway, to real upstream servers, with tokens
+ * from a real oidc-provider (refresh rotation on) and sessions in a dedicated redis-server
+ * (so that INFO commandstats counts this file's commands only).
+ */
+import http from 'node:http';
+import { Readable } from 'node:stream';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import {
+  buildTestConfig,
+  createTestClock,
+  gatewayClient,
+  reserveServer,
+  startTestGateway,
+  type TestGateway,
+} from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import type { Config } from '../../../src/config/load.js';
+
+const csrf = { 'x-csrf': '1' };
+const clock = createTestClock();
+let redis: RedisServer;
+let provider: TestProvider;
+let upstream: Upstream;
+let slow: Upstream;
+let config: Config;
+let gw: TestGateway;
+let gw2: TestGateway;
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  upstream = await startUpstream();
+  slow = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 300 } });
+  config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    redisUrl: redis.url,
+    routes: [
+      { path: '/api', target: upstream.url, auth: 'user' },
+      { path: '/api/strip', target: upstream.url, auth: 'user', stripPrefix: true },
+      { path: '/public', target: upstream.url, auth: 'none' },
+      { path: '/maybe', target: upstream.url, auth: 'user-optional' },
+      { path: '/slow', target: slow.url, auth: 'none', timeoutSeconds: 1 },
+    ],
+  });
+  gw = await startTestGateway(config, reserved, { clock });
+  // A second gateway process: same config, same Redis, its own listener.
+  gw2 = await startTestGateway(config, undefined, { clock });
+});
+
+afterAll(async () => {
+  await gw2?.close();
+  await gw?.close();
+  await provider?.close();
+  await upstream?.close();
+  await slow?.close();
+  await redis?.close();
+});
+
+beforeEach(() => upstream.reset());
+
+async function signedInClient(user = 'alice', password = 'alice-password'): Promise<{ client: BrowserClient; cookie: string }> {
+  const client = new BrowserClient();
+  await signIn(client, gw.url, { user, password });
+  const cookie = client.cookies(gw.url)[config.derived.sessionCookieName] as string;
+  client.setCookie(gw2.url, config.derived.sessionCookieName, cookie);
+  return { client, cookie };
+}
+
+const refreshGrants = () => provider.counters.grants.refresh_token ?? 0;
+const lastRequest = () => upstream.requests[upstream.requests.length - 1];
+
+describe('forwarding with the user token', () => {
+  it('attaches the session access token as Bearer, and the provider says it is active', async () => {
+    const { client, cookie } = await signedInClient();
+    const res = await client.get(`${gw.url}/api/echo?q=1`, { headers: csrf });
+    expect(res.status).toBe(200);
+    const tokens = await tokensOfSession(gw, cookie);
+    const seen = lastRequest();
+    expect(seen?.url).toBe('/api/echo?q=1');
+    expect(seen?.headers.authorization).toBe(`Bearer ${tokens?.accessToken}`);
+    expect((await provider.introspect(tokens?.accessToken as string)).active).toBe(true);
+  });
+
+  it("drops the browser's Authorization and the gateway's cookie, and passes the upstream's own cookies", async () => {
+    const { client, cookie } = await signedInClient();
+    client.setCookie(gw.url, 'upstream_pref', 'dark');
+    await client.get(`${gw.url}/api/echo`, { headers: { ...csrf, authorization: 'Bearer evil' } });
+    const tokens = await tokensOfSession(gw, cookie);
+    const seen = lastRequest();
+    expect(seen?.rawHeaders.filter((h) => h.toLowerCase() === 'authorization')).toHaveLength(1);
+    expect(seen?.headers.authorization).toBe(`Bearer ${tokens?.accessToken}`);
+    expect(seen?.headers.cookie).toBe('upstream_pref=dark');
+    expect(JSON.stringify(seen?.headers)).not.toContain(cookie);
+  });
+
+  it('replaces browser forwarding headers with its own (trustProxy false)', async () => {
+    const { client } = await signedInClient();
+    await client.get(`${gw.url}/api/echo`, {
+      headers: { ...csrf, 'x-forwarded-for': '6.6.6.6', 'x-forwarded-host': 'evil.example', forwarded: 'for=6.6.6.6', 'x-real-ip': '6.6.6.6' },
+    });
+    const headers = lastRequest()?.headers ?? {};
+    expect(headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(headers['x-forwarded-host']).toBe(new URL(gw.url).host);
+    expect(headers['x-forwarded-proto']).toBe('http');
+    expect(headers.forwarded).toBeUndefined();
+    expect(headers['x-real-ip']).toBeUndefined();
+  });
+
+  it('strips the route prefix when stripPrefix is set', async () => {
+    const { client } = await signedInClient();
+    await client.get(`${gw.url}/api/strip/echo?a=b`, { headers: csrf });
+    expect(lastRequest()?.url).toBe('/echo?a=b');
+  });
+
+  it('passes upstream statuses and WWW-Authenticate through unchanged', async () => {
+    const { client } = await signedInClient();
+    const res = await client.get(`${gw.url}/public/status/403`, { headers: csrf });
+    expect(res.status).toBe(403);
+    const unauthorized = await client.post(`${gw.url}/api/status/401`, { headers: csrf });
+    expect(unauthorized.status).toBe(401);
+    expect(unauthorized.headers.get('www-authenticate')).toContain('invalid_token');
+  });
+});
+
+describe('refusals that never reach the upstream', () => {
+  it('answers 403 csrf_check_failed without the x-csrf header, on GET too', async () => {
+    const { client } = await signedInClient();
+    expectErrorBody(await client.get(`${gw.url}/api/echo`), 'csrf_check_failed', 403);
+    expectErrorBody(await client.post(`${gw.url}/public/echo`, { headers: { 'x-csrf': '0' } }), 'csrf_check_failed', 403);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('answers 401 login_required on a user route without a session', async () => {
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/api/echo`, { headers: csrf }), 'login_required', 401);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('forwards user-optional routes with a token when signed in and without one otherwise', async () => {
+    await new BrowserClient().get(`${gw.url}/maybe/echo`, { headers: csrf });
+    expect(lastRequest()?.headers.authorization).toBeUndefined();
+    const { client } = await signedInClient();
+    await client.get(`${gw.url}/maybe/echo`, { headers: csrf });
+    expect(lastRequest()?.headers.authorization).toMatch(/^Bearer /);
+  });
+
+  it('refuses ambiguous paths that an upstream might resolve outside the route', async () => {
+    const { cookie } = await signedInClient();
+    // Raw paths: fetch would normalise dot segments before sending them.
+    for (const path of ['/api/x/%2e%2e/admin', '/api/x/../admin', '/api/a%2fb', '/api/a%5Cb']) {
+      const res = await rawRequest(path, { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` });
+      expect([path, res.status]).toEqual([path, 400]);
+      expect(JSON.parse(res.body)).toMatchObject({ error: 'invalid_request' });
+    }
+    expect(upstream.requests).toHaveLength(0);
+  });
+});
+
+function rawRequest(path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(gw.url);
+  return new Promise((resolve, reject) => {
+    http
+      .get({ hostname, port, path, headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (d: string) => (body += d)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
+
+describe('silent refresh', () => {
+  it('refreshes an expired access token once, before forwarding, and keeps the rotated refresh token', async () => {
+    const { client, cookie } = await signedInClient();
+    const before = await tokensOfSession(gw, cookie);
+    const grants = refreshGrants();
+    clock.advance(400);
+    const res = await client.get(`${gw.url}/api/echo`, { headers: csrf });
+    expect(res.status).toBe(200);
+    expect(refreshGrants()).toBe(grants + 1);
+    const after = await tokensOfSession(gw, cookie);
+    expect(after?.accessToken).not.toBe(before?.accessToken);
+    expect(after?.refreshToken).not.toBe(before?.refreshToken); // rotation
+    expect(lastRequest()?.headers.authorization).toBe(`Bearer ${after?.accessToken}`);
+    // No second refresh while the new token is fresh.
+    await client.get(`${gw.url}/api/echo`, { headers: csrf });
+    expect(refreshGrants()).toBe(grants + 1);
+  });
+
+  it('lets 50 concurrent calls over two gateway processes cause exactly one refresh, all with the new token', async () => {
+    const { client, cookie } = await signedInClient();
+    clock.advance(400);
+    const grants = refreshGrants();
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => client.get(`${(i % 2 ? gw : gw2).url}/api/echo?i=${i}`, { headers: csrf })),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(50).fill(200));
+    expect(refreshGrants()).toBe(grants + 1);
+    const tokens = await tokensOfSession(gw, cookie);
+    const bearers = new Set(upstream.requests.map((r) => r.headers.authorization));
+    expect(bearers).toEqual(new Set([`Bearer ${tokens?.accessToken}`]));
+
+    // The newest refresh token was kept: the next expiry refreshes fine (rotation would
+    // have revoked the grant had an old one been replayed).
+    clock.advance(400);
+    expect((await client.get(`${gw2.url}/api/echo`, { headers: csrf })).status).toBe(200);
+    expect(refreshGrants()).toBe(grants + 2);
+  });
+
+  it('ends the session with 401 login_required when the grant was revoked at the provider', async () => {
+    const { client, cookie } = await signedInClient('bob', 'bob-password');
+    await provider.revokeGrantsFor('bob', 'bff-test');
+    clock.advance(400);
+    const res = await client.get(`${gw.url}/api/echo`, { headers: csrf });
+    expectErrorBody(res, 'login_required', 401);
+    expect(res.headers.getSetCookie().some((c) => c.startsWith(`${config.derived.sessionCookieName}=;`))).toBe(true);
+    expect(await tokensOfSession(gw, cookie)).toBeUndefined();
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('answers 502 token_refresh_failed while the provider is down, and recovers with the same session', async () => {
+    const { client } = await signedInClient();
+    clock.advance(400);
+    await provider.stop();
+    try {
+      expectErrorBody(await client.get(`${gw.url}/api/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    } finally {
+      await provider.start();
+    }
+    expect((await client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+  });
+});
+
+describe('upstream failures and streaming', () => {
+  it('answers 502 bad_gateway when the upstream is unreachable', async () => {
+    const { client } = await signedInClient();
+    await upstream.stop();
+    try {
+      expectErrorBody(await client.get(`${gw.url}/api/echo`, { headers: csrf }), 'bad_gateway', 502);
+    } finally {
+      await upstream.start();
+    }
+  });
+
+  it('answers 504 gateway_timeout when the upstream does not answer within timeoutSeconds', async () => {
+    const res = await new BrowserClient().get(`${gw.url}/slow/slow?ms=3000`, { headers: csrf });
+    expectErrorBody(res, 'gateway_timeout', 504);
+  });
+
+  it('streams a 20 MB upload: the upstream reads it while the browser is still sending', async () => {
+    const { cookie } = await signedInClient();
+    const size = 20 * 1024 * 1024;
+    let upstreamBytes = 0;
+    upstream.setHandler((req, res) => {
+      req.on('data', (d: Buffer) => (upstreamBytes += d.length));
+      req.on('end', () => res.end(JSON.stringify({ bytes: upstreamBytes })));
+    });
+    let sentWhenUpstreamSawData = -1;
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    async function* body() {
+      let sent = 0;
+      while (sent < size) {
+        yield chunk;
+        sent += chunk.length;
+        if (sentWhenUpstreamSawData < 0 && sent >= 1024 * 1024) {
+          // Hold the rest back until the upstream has bytes: a gateway that buffered the
+          // whole body first would never forward any, and this would time out.
+          const deadline = Date.now() + 10_000;
+          while (upstreamBytes === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+          sentWhenUpstreamSawData = upstreamBytes > 0 ? sent : size;
+        }
+      }
+    }
+    try {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const req = http.request(
+          `${gw.url}/api/upload`,
+          { method: 'POST', headers: { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}`, 'content-type': 'application/octet-stream' } },
+          (res) => {
+            let text = '';
+            res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => resolve(text));
+          },
+        );
+        req.on('error', reject);
+        Readable.from(body()).pipe(req);
+      });
+      expect(JSON.parse(answer)).toEqual({ bytes: size });
+      expect(sentWhenUpstreamSawData).toBeLessThan(size);
+    } finally {
+      upstream.setHandler(undefined);
+    }
+  });
+
+  it('streams a 20 MB download: the browser reads it while the upstream is still writing', async () => {
+    const { cookie } = await signedInClient();
+    const size = 20 * 1024 * 1024;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    upstream.setHandler((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
+      const chunk = Buffer.alloc(1024 * 1024, 2);
+      res.write(chunk);
+      // The rest only after the browser has seen bytes: a buffering proxy would deadlock here.
+      void Promise.race([released, new Promise((r) => setTimeout(r, 10_000))]).then(() => {
+        for (let sent = chunk.length; sent < size; sent += chunk.length) res.write(chunk);
+        res.end();
+      });
+    });
+    try {
+      const outcome = await new Promise<{ bytes: number; sawBytesBeforeRelease: boolean }>((resolve, reject) => {
+        let bytes = 0;
+        let early = false;
+        http
+          .get(`${gw.url}/api/download`, { headers: { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` } }, (res) => {
+            res.on('data', (d: Buffer) => {
+              if (bytes === 0) {
+                early = true;
+                release();
+              }
+              bytes += d.length;
+            });
+            res.on('end', () => resolve({ bytes, sawBytesBeforeRelease: early }));
+          })
+          .on('error', reject);
+      });
+      expect(outcome).toEqual({ bytes: size, sawBytesBeforeRelease: true });
+    } finally {
+      upstream.setHandler(undefined);
+    }
+  });
+
+  it("delivers a server-sent event's first event while the upstream is still open", async () => {
+    const { cookie } = await signedInClient();
+    const first = await new Promise<string>((resolve, reject) => {
+      const req = http.get(
+        `${gw.url}/api/sse`,
+        { headers: { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}`, accept: 'text/event-stream' } },
+        (res) => {
+          expect(res.headers['content-type']).toMatch(/text\/event-stream/);
+          res.setEncoding('utf8').once('data', (d: string) => {
+            resolve(d);
+            req.destroy();
+          });
+        },
+      );
+      req.on('error', (err) => (String(err).includes('socket hang up') ? undefined : reject(err)));
+    });
+    expect(first).toContain('data: first');
+  });
+});
+
+describe('cost of a steady-state call', () => {
+  it('averages at most one Redis command per proxied call and never rewrites the session', async () => {
+    const { client } = await signedInClient();
+    await client.get(`${gw.url}/api/echo`, { headers: csrf }); // any refresh happens here
+    await redis.resetStats();
+    for (let i = 0; i < 200; i++) {
+      const res = await client.get(`${(i % 2 ? gw : gw2).url}/api/echo`, { headers: csrf });
+      expect(res.status).toBe(200);
+    }
+    const stats = await redis.commandStats();
+    const total = Object.entries(stats)
+      .filter(([name]) => !name.startsWith('config') && !name.startsWith('info'))
+      .reduce((sum, [, calls]) => sum + calls, 0);
+    expect(total / 200).toBeLessThanOrEqual(1);
+    expect(stats.set ?? 0).toBe(0);
+    expect(stats.eval ?? 0).toBe(0);
+  });
+});

@@ -1,0 +1,40 @@
+import { digest } from '../../src/redis/keys.js';
+import type { TokenSet } from '../../src/session/tokens.js';
+import type { TestGateway } from './gateway.js';
+
+interface ResponseLike {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/** The SPEC §6 error shape, status and no-store. */
+export function expectErrorBody(res: ResponseLike, code: string, status?: number): void {
+  if (status !== undefined) expect(res.status).toBe(status);
+  expect(res.headers.get('cache-control')).toContain('no-store');
+  const body = JSON.parse(res.text) as Record<string, unknown>;
+  expect(body).toEqual({ error: code, error_description: expect.any(String) });
+  expect(res.text).not.toMatch(/\bat .+\.(ts|js):\d+/); // no stack trace
+}
+
+/** Fails naming which secret appeared where (without printing the secret itself). */
+export function expectNoSecretIn(haystack: string, secrets: Record<string, string | undefined>, where: string): void {
+  for (const [name, value] of Object.entries(secrets)) {
+    if (!value) continue;
+    if (haystack.includes(value)) throw new Error(`${name} found in ${where}`);
+  }
+}
+
+/** The session ID inside a signed express-session cookie value (`s:<id>.<signature>`). */
+export function sessionIdFromCookie(value: string): string {
+  const decoded = decodeURIComponent(value);
+  if (!decoded.startsWith('s:')) throw new Error('not a signed session cookie');
+  return decoded.slice(2, decoded.lastIndexOf('.'));
+}
+
+/** Opens the sealed token set a session cookie points at, as only the gateway can. */
+export async function tokensOfSession(gateway: TestGateway, cookieValue: string): Promise<TokenSet | undefined> {
+  const d = digest(sessionIdFromCookie(cookieValue));
+  const record = await gateway.runtime.records.peek(d);
+  return record?.tokens.sealed ? gateway.runtime.vault.open(d, record.tokens.sealed) : undefined;
+}
