@@ -258,7 +258,8 @@ function takeSignInError() {
 function wireSignInLink() {
   // Come back to the page the user is on; the gateway accepts only same-origin paths anyway.
   const path = location.pathname.startsWith('/') && !location.pathname.startsWith('//') ? location.pathname : '/';
-  view.signIn.setAttribute('href', `/auth/login?returnTo=${encodeURIComponent(path)}`);
+  // Slashes stay readable (`returnTo=/`); everything else that could end the parameter is escaped.
+  view.signIn.setAttribute('href', `/auth/login?returnTo=${encodeURIComponent(path).replace(/%2F/g, '/')}`);
 }
 
 async function start() {

@@ -104,26 +104,28 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   }
 
   let stopDev: (() => Promise<void>) | undefined;
+  let banner: string[] = [];
   let runtime: Runtime;
   try {
     if (config.dev) {
-      const { startDevEnvironment } = await import('./dev/environment.js');
-      const dev = await startDevEnvironment(config, env);
-      stopDev = dev.stop;
-      config = dev.config;
-      runtime = await dev.createRuntime();
+      const { startDemo } = await import('./demo.js');
+      const demo = await startDemo(config);
+      stopDev = demo.stop;
+      banner = demo.summary;
+      runtime = await demo.createRuntime();
     } else {
       runtime = await createRuntime(config);
     }
   } catch (err) {
+    await stopDev?.();
     if (!(err instanceof StartupError)) throw err;
     process.stderr.write(`bff-gateway: cannot start: ${err.message}\n`);
-    await stopDev?.();
     return 1;
   }
 
   const gateway = await startGateway(config, runtime);
   runtime.logger.info({ event: 'listening', url: config.server.publicUrl, port: config.server.port }, `gateway listening on ${config.server.publicUrl}`);
+  if (banner.length > 0) process.stdout.write(`\nbff-gateway demo is running:\n${banner.map((l) => `  ${l}\n`).join('')}\nOpen ${config.server.publicUrl} and sign in as alice / alice-password.\n\n`);
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       runtime.logger.info({ event: 'shutdown', signal }, 'draining');

@@ -26,6 +26,8 @@ export interface RuntimeOptions {
   clock?: () => number;
   /** Collect Node's default process metrics (off in tests: several runtimes share a process). */
   defaultMetrics?: boolean;
+  /** A ready client to use instead of connecting to config.redis (the demo's in-memory fallback). */
+  redis?: RedisClient;
 }
 
 export interface Runtime {
@@ -58,23 +60,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     options.logger ?? createLogger({ level: config.log.level, ...(options.logDestination ? { destination: options.logDestination } : {}) });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
 
-  let lastRedisLog = 0;
-  const redis = createRedis(config.redis, {
-    onError(err) {
-      metrics.redisErrors.inc({ kind: 'connection' });
-      // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
-      if (clock() - lastRedisLog > 10_000) {
-        lastRedisLog = clock();
-        logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
-      }
-    },
-  });
-  try {
-    await connectRedis(redis, Math.max(config.redis.commandTimeoutMs * 3, 3000));
-  } catch (err) {
-    redis.disconnect();
-    throw new StartupError(`redis: cannot connect (${err instanceof Error ? err.message : 'unknown error'})`);
-  }
+  const redis = options.redis ?? (await connectConfiguredRedis(config, logger, metrics, clock));
 
   const keys = createKeys(config.redis.keyPrefix);
   const sealer = createSealer(config.session.encryptionKeys);
@@ -139,4 +125,25 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       logger.flush();
     },
   };
+}
+
+async function connectConfiguredRedis(config: Config, logger: Logger, metrics: Metrics, clock: () => number): Promise<RedisClient> {
+  let lastLog = 0;
+  const client = createRedis(config.redis, {
+    onError(err) {
+      metrics.redisErrors.inc({ kind: 'connection' });
+      // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
+      if (clock() - lastLog > 10_000) {
+        lastLog = clock();
+        logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
+      }
+    },
+  });
+  try {
+    await connectRedis(client, Math.max(config.redis.commandTimeoutMs * 3, 3000));
+  } catch (err) {
+    client.disconnect();
+    throw new StartupError(`redis: cannot connect (${err instanceof Error ? err.message : 'unknown error'})`);
+  }
+  return client;
 }

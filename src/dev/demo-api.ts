@@ -59,6 +59,8 @@ const TOKEN_ERRORS = [
   joseErrors.JWKSMultipleMatchingKeys,
 ];
 
+const isTokenError = (err: unknown): boolean => TOKEN_ERRORS.some((type) => err instanceof type);
+
 export function createDemoApi(options: DemoApiOptions): DemoApi {
   const required = splitScopes(options.requiredScope);
   const clockTolerance = options.clockToleranceSeconds ?? 5;
@@ -89,7 +91,7 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
       });
       return payload;
     } catch (err) {
-      if (TOKEN_ERRORS.some((type) => err instanceof type)) throw err;
+      if (isTokenError(err)) throw err;
       // Timeouts, network errors, non-200 and malformed key sets: the key source is at fault.
       throw new KeysUnavailable('The signing keys could not be fetched.', { cause: err });
     }
@@ -122,7 +124,7 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
     try {
       claims = await verify(credentials.token);
     } catch (err) {
-      if (err instanceof KeysUnavailable || !TOKEN_ERRORS.some((type) => err instanceof type)) {
+      if (!isTokenError(err)) {
         return send(res, 503, {
           error: 'temporarily_unavailable',
           error_description: 'The API cannot check access tokens right now: the signing keys are unreachable.',

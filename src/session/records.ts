@@ -31,7 +31,10 @@ end
 redis.call('SET', KEYS[1], val, 'EX', ARGV[3])
 return 1`;
 
-/** Replace the token set iff the stored version is ARGV[1]; keeps the TTL. */
+/**
+ * Replace the token set iff the stored version is ARGV[1], keeping the TTL (read and re-set
+ * explicitly rather than with KEEPTTL, which the demo's in-memory Redis does not honour).
+ */
 const CAS_TOKENS = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
@@ -39,7 +42,9 @@ local tv = string.match(cur, '^{"tv":(%d+),"tok":"[%w%._%-]*"')
 if not tv then return -2 end
 if tv ~= ARGV[1] then return 0 end
 local rest = string.match(cur, '^{"tv":%d+,"tok":"[%w%._%-]*"(.*)$')
-redis.call('SET', KEYS[1], '{"tv":' .. ARGV[2] .. ',"tok":"' .. ARGV[3] .. '"' .. rest, 'KEEPTTL')
+local ttl = redis.call('PTTL', KEYS[1])
+local val = '{"tv":' .. ARGV[2] .. ',"tok":"' .. ARGV[3] .. '"' .. rest
+if ttl > 0 then redis.call('SET', KEYS[1], val, 'PX', ttl) else redis.call('SET', KEYS[1], val) end
 return 1`;
 
 /** The JSON-safe part of a stored session besides its tokens. */
