@@ -47,6 +47,8 @@ export interface Runtime {
   loginLimiter: LoginLimiter;
   clock: () => number;
   redisReady(): Promise<boolean>;
+  /** Registers cleanup for something built on top of the runtime (e.g. the app's upstream agents). */
+  onClose(cleanup: () => void | Promise<void>): void;
   close(): Promise<void>;
 }
 
@@ -102,6 +104,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
   });
 
+  const cleanups: Array<() => void | Promise<void>> = [];
   return {
     config,
     logger,
@@ -119,7 +122,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
     clock,
     redisReady: () => pingRedis(redis),
+    onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
+      for (const cleanup of cleanups.splice(0)) await cleanup();
       provider.close();
       await closeRedis(redis);
       logger.flush();

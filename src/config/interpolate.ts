@@ -8,6 +8,7 @@ export interface InterpolationProblem {
 }
 
 const PATTERN = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/;
 
 export function interpolate(
   value: unknown,
@@ -16,13 +17,21 @@ export function interpolate(
   path: (string | number)[] = [],
 ): unknown {
   if (typeof value === 'string') {
-    return value.replace(PATTERN, (_match, name: string, fallback: string | undefined) => {
+    const whole = WHOLE.exec(value);
+    const replaced = value.replace(PATTERN, (_match, name: string, fallback: string | undefined) => {
       const found = env[name];
       if (found !== undefined && found !== '') return found;
       if (fallback !== undefined) return fallback;
       problems.push({ path, message: `environment variable ${name} is not set` });
       return '';
     });
+    // `port: ${PORT:-3000}` should still be a number: a value that is exactly one placeholder
+    // takes the type its text spells (integer, true/false), as a YAML scalar would.
+    if (whole) {
+      if (/^-?\d+$/.test(replaced)) return Number(replaced);
+      if (replaced === 'true' || replaced === 'false') return replaced === 'true';
+    }
+    return replaced;
   }
   if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i]));
   if (value !== null && typeof value === 'object') {

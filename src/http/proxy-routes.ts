@@ -50,6 +50,10 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     ]),
   );
 
+  runtime.onClose(() => {
+    for (const upstream of upstreams.values()) upstream.close();
+  });
+
   function loadSession(req: Request, res: Response): Promise<LoadedSession> {
     return new Promise((resolve, reject) => {
       sessionMiddleware(req, res, (err?: unknown) => {

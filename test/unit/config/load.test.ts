@@ -172,3 +172,16 @@ describe('config loading', () => {
     expect(() => loadConfigFile(path.join(dir, 'missing.yaml'), { env: {} })).toThrow(/cannot read the config file \(ENOENT\)/);
   });
 });
+
+describe('typed placeholders', () => {
+  it('turns a value that is exactly one placeholder into a number or boolean when it spells one', () => {
+    expect(interpolate({ port: '${P:-3000}', flag: '${F}', name: 'x${P}' }, { F: 'true', P: '8080' }, [])).toEqual({
+      port: 8080,
+      flag: true,
+      name: 'x8080',
+    });
+  });
+  it('keeps secrets that look numeric as strings when they are part of a longer value', () => {
+    expect(interpolate({ s: 'k-${N}' }, { N: '123' }, [])).toEqual({ s: 'k-123' });
+  });
+});
