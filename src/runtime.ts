@@ -28,6 +28,8 @@ export interface RuntimeOptions {
   defaultMetrics?: boolean;
   /** A ready client to use instead of connecting to config.redis (the demo's in-memory fallback). */
   redis?: RedisClient;
+  /** Provider discovery retry backoff (default 500 ms doubling to 30 s). */
+  discoveryRetry?: { initialMs: number; maxMs: number };
 }
 
 export interface Runtime {
@@ -93,6 +95,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onRefresh: (outcome) => metrics.refreshes.inc({ outcome }),
   });
   const provider = createProviderHandle(config.oidc, {
+    ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),
     onDiscoveryError(err, attempt, retryInMs) {
       logger.warn(
         { event: 'discovery_failed', issuer: config.oidc.issuer, attempt, retryInMs, reason: describeProviderError(err) },

@@ -33,6 +33,8 @@ export interface ProviderHandleOptions {
   onReady?: (state: ProviderState) => void;
   /** Minimum seconds between JWKS refetches on an unknown kid. */
   jwksCooldownSeconds?: number;
+  /** Discovery retry backoff: first delay and cap, in ms (default 500 → 30 000). */
+  retry?: { initialMs: number; maxMs: number };
 }
 
 export function clientAuthentication(cfg: OidcConfig): oidc.ClientAuth {
@@ -98,7 +100,8 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
       options.onReady?.(state);
       resolveReady(state);
     } catch (err) {
-      const delay = Math.min(500 * 2 ** Math.min(n, 6), 30_000);
+      const { initialMs, maxMs } = options.retry ?? { initialMs: 500, maxMs: 30_000 };
+      const delay = Math.min(initialMs * 2 ** Math.min(n, 10), maxMs);
       options.onDiscoveryError?.(err, n + 1, delay);
       if (!closed) timer = setTimeout(() => void attempt(n + 1), delay);
     }

@@ -53,15 +53,16 @@ export function createTestClock(): TestClock {
 export async function startTestGateway(
   config: Config,
   reserved?: ReservedServer,
-  options: { clock?: TestClock } = {},
+  options: { clock?: TestClock; waitForProvider?: boolean } = {},
 ): Promise<TestGateway> {
   const logs: string[] = [];
   const runtime = await createRuntime(config, {
     logDestination: { write: (line: string) => void logs.push(line) },
     defaultMetrics: false,
     ...(options.clock ? { clock: options.clock.now } : {}),
+    discoveryRetry: { initialMs: 100, maxMs: 1000 },
   });
-  await runtime.provider.ready();
+  if (options.waitForProvider ?? true) await runtime.provider.ready();
   const app = createApp(runtime);
   const target = reserved ?? (await reserveServer());
   target.server.on('request', app);
