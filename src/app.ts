@@ -13,6 +13,7 @@ import { createMetricsHandler, createRequestMetrics } from './http/metrics-route
 import { createProxyRoutes } from './http/proxy-routes.js';
 import { securityHeaders } from './http/security-headers.js';
 import { createSessionMiddleware } from './http/session-cookie.js';
+import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
 
@@ -49,6 +50,21 @@ export function createApp(runtime: Runtime): Express {
       sessionMiddleware,
       logger: runtime.logger,
       metrics: runtime.metrics,
+      clock: runtime.clock,
+    }),
+  );
+
+  app.use(
+    config.server.authPath,
+    createSessionRoutes({
+      config,
+      provider: runtime.provider,
+      registry: runtime.registry,
+      vault: runtime.vault,
+      redis: runtime.redis,
+      keys: runtime.keys,
+      sessionMiddleware,
+      logger: runtime.logger,
       clock: runtime.clock,
     }),
   );

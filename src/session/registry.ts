@@ -22,14 +22,19 @@ export interface ListedSession {
   lastActiveAt: number;
 }
 
+export interface EndedSession {
+  digest: string;
+  stored: StoredSession;
+}
+
 export interface SessionRegistry {
   register(sessionDigest: string, auth: AuthData): Promise<void>;
   /** Removes the record and its index entries; returns what was stored (to revoke its tokens). */
   end(sessionDigest: string): Promise<StoredSession | undefined>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
-  /** Session digests ended for a provider session (sid) or a whole user (sub). */
-  endByProviderSession(iss: string, sid: string): Promise<StoredSession[]>;
-  endByUser(iss: string, sub: string): Promise<StoredSession[]>;
+  /** Ends every session of a provider session (sid) or of a whole user (sub). */
+  endByProviderSession(iss: string, sid: string): Promise<EndedSession[]>;
+  endByUser(iss: string, sub: string): Promise<EndedSession[]>;
 }
 
 export interface RegistryOptions {
@@ -62,11 +67,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     return stored;
   }
 
-  async function endAll(digests: Iterable<string>): Promise<StoredSession[]> {
-    const ended: StoredSession[] = [];
+  async function endAll(digests: Iterable<string>): Promise<EndedSession[]> {
+    const ended: EndedSession[] = [];
     for (const d of digests) {
       const stored = await end(d);
-      if (stored) ended.push(stored);
+      if (stored) ended.push({ digest: d, stored });
     }
     return ended;
   }

@@ -1,0 +1,124 @@
+/**
+ * A user's sessions (GET/DELETE /auth/sessions) and Back-Channel Logout
+ * (POST /auth/backchannel-logout). SPEC §3.
+ */
+import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import type { Config } from '../config/load.js';
+import { GatewayError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ProviderHandle } from '../oidc/client.js';
+import { describeProviderError } from '../oidc/errors.js';
+import { revokeTokens } from '../oidc/flows.js';
+import { verifyLogoutToken } from '../oidc/logout-token.js';
+import { digest, type Keys } from '../redis/keys.js';
+import { withStore } from '../redis/errors.js';
+import { firstSighting } from '../redis/replay.js';
+import type { RedisClient } from '../redis/client.js';
+import type { StoredSession } from '../session/records.js';
+import type { SessionRegistry } from '../session/registry.js';
+import type { TokenVault } from '../session/vault.js';
+import { requireCsrf } from './csrf.js';
+import { clearSessionCookie } from './session-cookie.js';
+
+export interface SessionRouteDeps {
+  config: Config;
+  provider: ProviderHandle;
+  registry: SessionRegistry;
+  vault: TokenVault;
+  redis: RedisClient;
+  keys: Keys;
+  sessionMiddleware: RequestHandler;
+  logger: Logger;
+  clock: () => number;
+}
+
+const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
+/** How old (by iat) a logout token may be; BCL §4 encourages providers to use about 2 minutes. */
+const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
+
+export function createSessionRoutes(deps: SessionRouteDeps): Router {
+  const { config, provider, registry, vault, logger } = deps;
+  const csrf = requireCsrf(config.csrf.headerName);
+  const router = Router();
+
+  /** Best effort (RFC 7009): the session is already gone locally whatever the provider says. */
+  async function revokeEnded(sessionDigest: string, stored: StoredSession | undefined): Promise<void> {
+    const tokens = stored?.tokens.sealed ? vault.open(sessionDigest, stored.tokens.sealed) : undefined;
+    if (!tokens || !provider.isReady()) return;
+    await revokeTokens(provider.get(), tokens, (err) =>
+      logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed'),
+    );
+  }
+
+  function signedIn(req: Request) {
+    const auth = req.session.auth;
+    if (!auth || !req.session.tokens?.sealed) throw new GatewayError('login_required');
+    return auth;
+  }
+
+  async function list(req: Request, res: Response): Promise<void> {
+    const auth = signedIn(req);
+    const sessions = await withStore(() => registry.list(auth.iss, auth.sub));
+    res.json(
+      sessions.map((s) => ({
+        id: s.handle,
+        createdAt: new Date(s.auth.createdAt).toISOString(),
+        lastActiveAt: new Date(s.lastActiveAt).toISOString(),
+        userAgent: s.auth.userAgent ?? null,
+        current: s.handle === auth.handle,
+      })),
+    );
+  }
+
+  async function end(req: Request, res: Response): Promise<void> {
+    const auth = signedIn(req);
+    const id = req.params.id;
+    if (typeof id !== 'string' || !HANDLE.test(id)) throw new GatewayError('not_found');
+    // Only the caller's own sessions are visible: another user's handle is simply unknown.
+    const target = (await withStore(() => registry.list(auth.iss, auth.sub))).find((s) => s.handle === id);
+    if (!target) throw new GatewayError('not_found');
+    const stored = await withStore(() => registry.end(target.digest));
+    await revokeEnded(target.digest, stored);
+    if (target.digest === digest(req.sessionID)) clearSessionCookie(res, config);
+    logger.info({ event: 'session_ended', session: id, by: auth.handle }, 'session ended by its user');
+    res.status(204).end();
+  }
+
+  async function backchannelLogout(req: Request, res: Response): Promise<void> {
+    const body = req.body as Record<string, unknown> | undefined;
+    const token = body?.logout_token;
+    if (typeof token !== 'string' || token.length === 0 || token.length > 16_384) {
+      throw new GatewayError('invalid_request', { description: 'A single logout_token form parameter is required.' });
+    }
+    const state = provider.get();
+    const logout = await verifyLogoutToken(token, state.jwks, {
+      issuer: state.metadata.issuer,
+      clientId: config.oidc.clientId,
+      algorithms: config.oidc.idTokenSigningAlgs,
+      clockToleranceSeconds: config.oidc.clockToleranceSeconds,
+      maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+      now: deps.clock,
+    });
+    const ttl = logout.rememberUntil - Math.floor(deps.clock() / 1000);
+    const fresh = await withStore(() => firstSighting(deps.redis, deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`)), ttl));
+    if (!fresh) throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
+
+    const ended = await withStore(() =>
+      logout.sid ? registry.endByProviderSession(logout.iss, logout.sid) : registry.endByUser(logout.iss, logout.sub as string),
+    );
+    logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
+    // BCL §2.7: the provider is waiting on this answer; revocation happens after it.
+    void Promise.all(ended.map((s) => revokeEnded(s.digest, s.stored))).catch(() => undefined);
+    res.status(200).end();
+  }
+
+  router.get('/sessions', csrf, deps.sessionMiddleware, list);
+  router.delete('/sessions/:id', csrf, deps.sessionMiddleware, end);
+  // Server to server: no cookie, no CSRF header; the signed logout token is the credential.
+  router.post(
+    '/backchannel-logout',
+    express.urlencoded({ extended: false, limit: '32kb', parameterLimit: 10 }),
+    backchannelLogout,
+  );
+  return router;
+}

@@ -1,0 +1,199 @@
+/**
+ * SPEC §7, Redis down or stalled: affected requests fail fast with 503
+ * session_store_unavailable, /readyz says 503, the cookie is never cleared, and the gateway
+ * recovers by itself once Redis is back (no restart). The gateway has its own redis-server with
+ * an fsync-always append-only file, so the session survives a kill and restart on the same port
+ * (the harness keeps the working directory between stop() and start()).
+ */
+import { BrowserClient, type BrowserResponse } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody } from '../../support/assertions.js';
+
+const csrf = { 'x-csrf': '1' };
+/** SPEC: "within about a second"; loose, for a busy 2-core machine. */
+const FAST_MS = 3_000;
+const RECOVERY_BOUND_MS = 10_000;
+
+let redis: RedisServer;
+let provider: TestProvider;
+let upstream: Upstream;
+let gw: TestGateway;
+let client: BrowserClient;
+let cookieName: string;
+let cookieValue: string;
+
+beforeAll(async () => {
+  redis = await startRedisServer({ extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+  upstream = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 600 } });
+  const config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    redisUrl: redis.url,
+    redis: { commandTimeoutMs: 500 },
+    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+  });
+  gw = await startTestGateway(config, reserved);
+  cookieName = config.derived.sessionCookieName;
+  client = new BrowserClient({ timeoutMs: 8_000 });
+  await signIn(client, gw.url);
+  cookieValue = client.cookies(gw.url)[cookieName] as string;
+  expect(cookieValue).toBeDefined();
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await provider?.close();
+  await upstream?.close();
+  await redis?.close();
+});
+
+async function timed(fn: () => Promise<BrowserResponse>): Promise<{ res: BrowserResponse; ms: number }> {
+  const started = performance.now();
+  const res = await fn();
+  return { res, ms: Math.round(performance.now() - started) };
+}
+
+/** No Set-Cookie that touches the session cookie (clearing it would sign the user out). */
+function expectSessionCookieUntouched(res: BrowserResponse): void {
+  const touching = res.headers.getSetCookie().filter((c) => c.startsWith(`${cookieName}=`));
+  expect(touching).toEqual([]);
+  expect(client.cookies(gw.url)[cookieName]).toBe(cookieValue);
+}
+
+async function expectSignedIn(): Promise<void> {
+  const user = await client.get(`${gw.url}/auth/user`, { headers: csrf });
+  expect(user.status).toBe(200);
+  const api = await client.get(`${gw.url}/api/echo`, { headers: csrf });
+  expect(api.status).toBe(200);
+  expect(client.cookies(gw.url)[cookieName]).toBe(cookieValue);
+}
+
+/** Polls /auth/user until 200 (bounded); returns ms until it answered 200. */
+async function waitUntilSignedIn(boundMs: number): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const res = await client.get(`${gw.url}/auth/user`, { headers: csrf, timeoutMs: 3_000 }).catch(() => undefined);
+    const elapsed = Math.round(performance.now() - started);
+    if (res?.status === 200) return elapsed;
+    if (res && res.status !== 503) throw new Error(`/auth/user answered ${res.status} while recovering: ${res.text}`);
+    if (elapsed > boundMs) throw new Error(`not recovered within ${boundMs} ms (last status ${res?.status ?? 'no answer'})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+it('serves the signed-in session normally before any outage', async () => {
+  await expectSignedIn();
+});
+
+describe('Redis stalled (SIGSTOP)', () => {
+  beforeAll(() => redis.pause());
+  afterAll(() => redis.resume());
+
+  it('answers a proxied call with 503 session_store_unavailable within the bound, and keeps the cookie', async () => {
+    upstream.reset();
+    const { res, ms } = await timed(() => client.get(`${gw.url}/api/echo`, { headers: csrf }));
+    console.log(`Redis paused: proxied call answered ${res.status} in ${ms} ms (commandTimeoutMs 500)`);
+    expectErrorBody(res, 'session_store_unavailable', 503);
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(upstream.requests).toHaveLength(0);
+    expectSessionCookieUntouched(res);
+  });
+
+  it('answers GET /auth/user with 503 session_store_unavailable within the bound, and keeps the cookie', async () => {
+    const { res, ms } = await timed(() => client.get(`${gw.url}/auth/user`, { headers: csrf }));
+    console.log(`Redis paused: /auth/user answered ${res.status} in ${ms} ms`);
+    expectErrorBody(res, 'session_store_unavailable', 503);
+    expect(ms).toBeLessThan(FAST_MS);
+    expectSessionCookieUntouched(res);
+  });
+
+  it('answers /readyz with 503 naming redis, within the bound', async () => {
+    const { res, ms } = await timed(() => client.get(`${gw.url}/readyz`));
+    console.log(`Redis paused: /readyz answered ${res.status} in ${ms} ms: ${res.text}`);
+    expect(res.status).toBe(503);
+    expect(ms).toBeLessThan(FAST_MS);
+    const body = res.json<{ down?: unknown }>();
+    expect(body.down).toEqual(expect.arrayContaining(['redis']));
+    expect(body.down).not.toContain('provider');
+  });
+
+  it('does not pile up: ten concurrent calls all fail fast', async () => {
+    const started = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => client.get(`${gw.url}/api/echo`, { headers: csrf })),
+    );
+    const ms = Math.round(performance.now() - started);
+    console.log(`Redis paused: 10 concurrent proxied calls all answered in ${ms} ms (statuses ${[...new Set(results.map((r) => r.status))].join(',')})`);
+    for (const res of results) {
+      expectErrorBody(res, 'session_store_unavailable', 503);
+      expectSessionCookieUntouched(res);
+    }
+    expect(ms).toBeLessThan(FAST_MS);
+  });
+});
+
+describe('after Redis resumes', () => {
+  it('serves the same cookie again without restarting the gateway', async () => {
+    const ms = await waitUntilSignedIn(RECOVERY_BOUND_MS);
+    console.log(`Redis resumed: /auth/user answered 200 again after ${ms} ms`);
+    await expectSignedIn();
+    const ready = await client.get(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+  });
+});
+
+describe('Redis killed, then restarted on the same port', () => {
+  let killedAt = 0;
+  beforeAll(async () => {
+    await redis.stop();
+    killedAt = performance.now();
+  });
+  afterAll(async () => {
+    // Whatever happened above, leave a running Redis for later tests and afterAll.
+    await redis.start().catch(() => undefined);
+  });
+
+  it('answers a proxied call with 503 session_store_unavailable within the bound, and keeps the cookie', async () => {
+    upstream.reset();
+    const { res, ms } = await timed(() => client.get(`${gw.url}/api/echo`, { headers: csrf }));
+    console.log(`Redis killed: proxied call answered ${res.status} in ${ms} ms`);
+    expectErrorBody(res, 'session_store_unavailable', 503);
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(upstream.requests).toHaveLength(0);
+    expectSessionCookieUntouched(res);
+  });
+
+  it('answers GET /auth/user with 503 session_store_unavailable within the bound, and keeps the cookie', async () => {
+    const { res, ms } = await timed(() => client.get(`${gw.url}/auth/user`, { headers: csrf }));
+    console.log(`Redis killed: /auth/user answered ${res.status} in ${ms} ms`);
+    expectErrorBody(res, 'session_store_unavailable', 503);
+    expect(ms).toBeLessThan(FAST_MS);
+    expectSessionCookieUntouched(res);
+  });
+
+  it('answers /readyz with 503 naming redis', async () => {
+    const { res, ms } = await timed(() => client.get(`${gw.url}/readyz`));
+    console.log(`Redis killed: /readyz answered ${res.status} in ${ms} ms: ${res.text}`);
+    expect(res.status).toBe(503);
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(res.json<{ down?: unknown }>().down).toEqual(expect.arrayContaining(['redis']));
+  });
+
+  it('recovers the same session by itself once Redis is back', async () => {
+    // Down for a while, so ioredis is deep in its reconnect backoff.
+    const downFor = 1_500 - (performance.now() - killedAt);
+    if (downFor > 0) await new Promise((r) => setTimeout(r, downFor));
+    await redis.start();
+    const ms = await waitUntilSignedIn(RECOVERY_BOUND_MS);
+    console.log(`Redis restarted after ${Math.round(performance.now() - killedAt - ms)} ms down: same session served again ${ms} ms after PING answered`);
+    await expectSignedIn();
+    const ready = await client.get(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+  });
+});

@@ -1,0 +1,295 @@
+/**
+ * Session lifecycle (SPEC §3, §5): back-channel logout, a user's sessions and their revocation,
+ * key rotation, idle and absolute timeouts. Real provider (back-channel logout on), real Redis.
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { parseForms, signIn } from '../../support/drive-login.js';
+import {
+  buildTestConfig,
+  createTestClock,
+  gatewayClient,
+  reserveServer,
+  startTestGateway,
+  type TestGateway,
+} from '../../support/gateway.js';
+import { randomKey, randomSecret } from '../../support/config.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { digest } from '../../../src/redis/keys.js';
+import type { Config } from '../../../src/config/load.js';
+
+const csrf = { 'x-csrf': '1' };
+const clock = createTestClock();
+let provider: TestProvider;
+let upstream: Upstream;
+let config: Config;
+let gw: TestGateway;
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+  config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+  });
+  gw = await startTestGateway(config, reserved, { clock });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await provider?.close();
+  await upstream?.close();
+});
+
+interface Browser {
+  client: BrowserClient;
+  cookie: string;
+  userAgent: string;
+}
+
+async function browser(user = 'alice', gateway: TestGateway = gw): Promise<Browser> {
+  const userAgent = `test-browser-${user}-${Math.random().toString(36).slice(2, 8)}`;
+  const client = new BrowserClient({ userAgent });
+  await signIn(client, gateway.url, { user, password: `${user}-password` });
+  return { client, userAgent, cookie: client.cookies(gateway.url)[gateway.config.derived.sessionCookieName] as string };
+}
+
+const userStatus = async (b: Browser, gateway: TestGateway = gw) => (await b.client.get(`${gateway.url}/auth/user`, { headers: csrf })).status;
+
+async function postLogoutToken(token: string) {
+  return new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+}
+
+describe('GET and DELETE /auth/sessions', () => {
+  it("lists the user's own sessions with opaque ids, and marks the current one", async () => {
+    const a = await browser('alice');
+    const b = await browser('alice');
+    await browser('bob');
+    const res = await a.client.get(`${gw.url}/auth/sessions`, { headers: csrf });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('cache-control')).toContain('no-store');
+    const list = res.json() as Array<{ id: string; createdAt: string; lastActiveAt: string; userAgent: string; current: boolean }>;
+    const mine = list.filter((s) => [a, b].some((x) => s.userAgent === x.userAgent));
+    expect(mine).toHaveLength(2);
+    expect(mine.filter((s) => s.current)).toHaveLength(1);
+    expect(mine.find((s) => s.current)?.userAgent).toBe(a.userAgent);
+    for (const s of list) {
+      expect(Date.parse(s.createdAt)).not.toBeNaN();
+      expect(Date.parse(s.lastActiveAt)).toBeGreaterThanOrEqual(Date.parse(s.createdAt) - 1000);
+      for (const cookie of [a.cookie, b.cookie]) {
+        expect(cookie).not.toContain(s.id);
+        expect(s.id).not.toBe(digest(sessionIdFromCookie(cookie)));
+      }
+    }
+    expect(list.some((s) => s.userAgent?.includes('bob'))).toBe(false);
+  });
+
+  it("ends another of the user's sessions and revokes its refresh token; another user's id is unknown", async () => {
+    const a = await browser('alice');
+    const b = await browser('alice');
+    const bob = await browser('bob');
+    const bTokens = await tokensOfSession(gw, b.cookie);
+    const list = (await a.client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json() as Array<{ id: string; userAgent: string }>;
+    const bId = list.find((s) => s.userAgent === b.userAgent)?.id as string;
+
+    expectErrorBody(await bob.client.request('DELETE', `${gw.url}/auth/sessions/${bId}`, { headers: csrf }), 'not_found', 404);
+    expect(await userStatus(b)).toBe(200);
+    expectErrorBody(await a.client.request('DELETE', `${gw.url}/auth/sessions/${bId}`), 'csrf_check_failed', 403);
+
+    const res = await a.client.request('DELETE', `${gw.url}/auth/sessions/${bId}`, { headers: csrf });
+    expect(res.status).toBe(204);
+    expect(await userStatus(b)).toBe(401);
+    expect(await userStatus(a)).toBe(200);
+    expect((await provider.introspect(bTokens?.refreshToken as string)).active).toBe(false);
+    expectErrorBody(await a.client.request('DELETE', `${gw.url}/auth/sessions/${bId}`, { headers: csrf }), 'not_found', 404);
+  });
+
+  it('answers 401 without a session and 404 for malformed ids', async () => {
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/auth/sessions`, { headers: csrf }), 'login_required', 401);
+    const a = await browser('alice');
+    expectErrorBody(await a.client.request('DELETE', `${gw.url}/auth/sessions/${'x'.repeat(200)}`, { headers: csrf }), 'not_found', 404);
+  });
+
+  it('drops a logged-out session from the list', async () => {
+    const a = await browser('alice');
+    const b = await browser('alice');
+    await b.client.post(`${gw.url}/auth/logout`, { headers: csrf });
+    const list = (await a.client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json() as Array<{ userAgent: string }>;
+    expect(list.some((s) => s.userAgent === b.userAgent)).toBe(false);
+  });
+});
+
+describe('POST /auth/backchannel-logout', () => {
+  it('ends exactly the session the provider logs out (RP-initiated logout at the provider sends the token)', async () => {
+    const a = await browser('alice');
+    const b = await browser('alice');
+    const bob = await browser('bob');
+    const tokens = await tokensOfSession(gw, a.cookie);
+    const delivered = provider.counters.backchannelLogouts;
+
+    // 1. Browser A signs out at the provider itself (its end-session page), not at the gateway.
+    const endSession = new URL(`${provider.issuer}/session/end`);
+    endSession.searchParams.set('id_token_hint', tokens?.idToken as string);
+    endSession.searchParams.set('client_id', 'bff-test');
+    const confirm = (await a.client.follow(await a.client.get(endSession.href))).final;
+    const form = parseForms(confirm.text, confirm.url).find((f) => f.buttons.some((x) => x.value === 'yes'));
+    expect(form).toBeDefined();
+    await a.client.post(form?.action ?? '', { form: { ...form?.fields, logout: 'yes' } });
+
+    // 2. The provider has POSTed a logout token to the gateway: A is gone, the others live.
+    expect(provider.counters.backchannelLogouts).toBe(delivered + 1);
+    expect(await userStatus(a)).toBe(401);
+    expect(await userStatus(b)).toBe(200);
+    expect(await userStatus(bob)).toBe(200);
+  });
+
+  it('ends every session of a user for a token naming only sub', async () => {
+    const a = await browser('alice');
+    const b = await browser('alice');
+    const bob = await browser('bob');
+    const res = await postLogoutToken(await provider.signLogoutToken({ sub: 'alice' }));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('cache-control')).toContain('no-store');
+    expect(await userStatus(a)).toBe(401);
+    expect(await userStatus(b)).toBe(401);
+    expect(await userStatus(bob)).toBe(200);
+  });
+
+  it('answers 200 for a valid token that matches no session', async () => {
+    expect((await postLogoutToken(await provider.signLogoutToken({ sub: 'nobody' }))).status).toBe(200);
+  });
+
+  describe('refuses bad logout tokens with 400 and ends nothing', () => {
+    const now = () => Math.floor(Date.now() / 1000);
+    const cases: Array<[string, () => Promise<string>]> = [
+      ['a wrong aud', () => provider.signLogoutToken({ sub: 'alice', aud: 'someone-else' })],
+      ['a wrong iss', () => provider.signLogoutToken({ sub: 'alice', iss: 'https://other.example' })],
+      ['an expired token', () => provider.signLogoutToken({ sub: 'alice', iat: now() - 3600, exp: now() - 3000 })],
+      ['an iat far in the past', () => provider.signLogoutToken({ sub: 'alice', iat: now() - 3600, exp: undefined })],
+      ['a nonce', () => provider.signLogoutToken({ sub: 'alice', nonce: 'n-123' })],
+      ['no events claim', () => provider.signLogoutToken({ sub: 'alice', events: undefined })],
+      ['the wrong event', () => provider.signLogoutToken({ sub: 'alice', events: { 'http://example.com/other': {} } })],
+      ['neither sid nor sub', () => provider.signLogoutToken({})],
+      ['no jti', () => provider.signLogoutToken({ sub: 'alice', jti: undefined })],
+      ['alg none', () => provider.signLogoutToken({ sub: 'alice' }, { alg: 'none' })],
+      ['a foreign signing key', () => provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign' })],
+      ['an ID-token typ', () => provider.signLogoutToken({ sub: 'alice' }, { typ: 'JWT' })],
+      ['garbage', async () => 'not.a.jwt'],
+    ];
+
+    it.each(cases)('%s', async (_name, make) => {
+      const a = await browser('alice');
+      const res = await postLogoutToken(await make());
+      expectErrorBody(res, 'invalid_request', 400);
+      expect(await userStatus(a)).toBe(200);
+    });
+
+    it('a replayed jti', async () => {
+      const token = await provider.signLogoutToken({ sub: 'carol-never-signed-in' });
+      expect((await postLogoutToken(token)).status).toBe(200);
+      const a = await browser('alice');
+      const replay = await postLogoutToken(token);
+      expectErrorBody(replay, 'invalid_request', 400);
+      expect(await userStatus(a)).toBe(200);
+    });
+
+    it('a missing or repeated logout_token parameter', async () => {
+      expectErrorBody(await new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: {} }), 'invalid_request', 400);
+      const token = await provider.signLogoutToken({ sub: 'x' });
+      const twice = await new BrowserClient().request('POST', `${gw.url}/auth/backchannel-logout`, {
+        body: `logout_token=${token}&logout_token=${token}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
+      expectErrorBody(twice, 'invalid_request', 400);
+    });
+  });
+});
+
+describe('key rotation', () => {
+  it('keeps sessions sealed under the old key working after [new, old], and re-seals them with the new key on the next write', async () => {
+    const a = await browser('alice');
+    const d = digest(sessionIdFromCookie(a.cookie));
+    const before = (await gw.runtime.records.peek(d))?.tokens.sealed as string;
+    const oldKid = before.split('.')[1];
+
+    // 1. Restart-equivalent: a gateway whose config puts a new key and a new secret first.
+    const rotated = buildTestConfig({
+      issuer: provider.issuer,
+      publicUrl: gw.url,
+      keyPrefix: config.redis.keyPrefix,
+      routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+      session: {
+        secrets: [randomSecret(), ...config.session.secrets],
+        encryptionKeys: [randomKey(), ...config.session.encryptionKeys],
+      },
+    });
+    const gw2 = await startTestGateway(rotated, undefined, { clock });
+    try {
+      a.client.setCookie(gw2.url, config.derived.sessionCookieName, a.cookie);
+      // 2. The old cookie (signed with the old secret) and the old-key tokens still work.
+      expect(await userStatus(a, gw2)).toBe(200);
+      expect((await a.client.get(`${gw2.url}/api/echo`, { headers: csrf })).status).toBe(200);
+      // 3. The next write (a refresh) seals with the new key.
+      clock.advance(400);
+      expect((await a.client.get(`${gw2.url}/api/echo`, { headers: csrf })).status).toBe(200);
+      const after = (await gw2.runtime.records.peek(d))?.tokens.sealed as string;
+      expect(after.split('.')[1]).toBe(gw2.runtime.sealer.currentKid);
+      expect(after.split('.')[1]).not.toBe(oldKid);
+    } finally {
+      await gw2.close();
+    }
+  });
+});
+
+describe('timeouts', () => {
+  it('ends a session after the idle timeout, counted from the last request', async () => {
+    const reserved = await reserveServer();
+    const p = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+    const short = await startTestGateway(
+      buildTestConfig({ issuer: p.issuer, publicUrl: reserved.url, session: { idleTimeoutSeconds: 2, absoluteTimeoutSeconds: 3600 } }),
+      reserved,
+    );
+    try {
+      const a = await browser('alice', short);
+      // Activity keeps it alive past one idle period...
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setTimeout(r, 900));
+        expect(await userStatus(a, short)).toBe(200);
+      }
+      // ...and inactivity ends it.
+      await new Promise((r) => setTimeout(r, 3000));
+      expectErrorBody(await a.client.get(`${short.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+    } finally {
+      await short.close();
+      await p.close();
+    }
+  });
+
+  it('ends a session at the absolute timeout, whatever the activity, and cleans its index entry', async () => {
+    const reserved = await reserveServer();
+    const p = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+    const localClock = createTestClock();
+    const short = await startTestGateway(
+      buildTestConfig({ issuer: p.issuer, publicUrl: reserved.url, session: { idleTimeoutSeconds: 60, absoluteTimeoutSeconds: 120 } }),
+      reserved,
+      { clock: localClock },
+    );
+    try {
+      const a = await browser('alice', short);
+      const b = await browser('alice', short);
+      localClock.advance(100);
+      expect(await userStatus(a, short)).toBe(200);
+      localClock.advance(30);
+      expectErrorBody(await a.client.get(`${short.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+      // b is past its absolute timeout too: its listing is empty and the index entry dropped.
+      expect(await short.runtime.registry.list(p.issuer, 'alice')).toEqual([]);
+      expect(await userStatus(b, short)).toBe(401);
+    } finally {
+      await short.close();
+      await p.close();
+    }
+  });
+});
