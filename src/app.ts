@@ -5,6 +5,7 @@
  *   → /auth/* → static SPA → 404 → error handler
  */
 import express, { type Express } from 'express';
+import type { UpgradeHandler } from './http/websocket.js';
 import type { Runtime } from './runtime.js';
 import { createAuthRouter } from './http/auth-routes.js';
 import { createErrorHandler } from './http/error-handler.js';
@@ -17,7 +18,10 @@ import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
 
-export function createApp(runtime: Runtime): Express {
+/** The Express app plus the handler the HTTP server must call for `upgrade` events. */
+export type GatewayApp = Express & { handleUpgrade: UpgradeHandler };
+
+export function createApp(runtime: Runtime): GatewayApp {
   const { config } = runtime;
   const app = express();
   app.disable('x-powered-by');
@@ -36,7 +40,8 @@ export function createApp(runtime: Runtime): Express {
   );
   if (config.server.metricsPort === undefined) app.get('/metrics', createMetricsHandler(runtime.metrics));
 
-  app.use(createProxyRoutes(runtime, sessionMiddleware));
+  const proxy = createProxyRoutes(runtime, sessionMiddleware);
+  app.use(proxy.middleware);
 
   app.use(
     config.server.authPath,
@@ -77,5 +82,5 @@ export function createApp(runtime: Runtime): Express {
       htmlPaths: [`${config.server.authPath}/login`, `${config.server.authPath}/callback`],
     }),
   );
-  return app;
+  return Object.assign(app, { handleUpgrade: proxy.upgrade });
 }

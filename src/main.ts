@@ -45,6 +45,7 @@ export async function startGateway(config: Config, runtime: Runtime): Promise<Ru
   const app = createApp(runtime);
   const server = http.createServer({ requestTimeout: 0, headersTimeout: 30_000, maxHeaderSize: 16 * 1024 }, app);
   server.keepAliveTimeout = 65_000;
+  server.on('upgrade', app.handleUpgrade);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.server.port, config.server.host, () => resolve());

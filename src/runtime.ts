@@ -8,6 +8,8 @@ import { createSealer, type Sealer } from './crypto/seal.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
+import { clientCredentials } from './oidc/flows.js';
+import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { describeProviderError } from './oidc/errors.js';
 import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createKeys, type Keys } from './redis/keys.js';
@@ -47,6 +49,7 @@ export interface Runtime {
   refresher: RefreshCoordinator;
   provider: ProviderHandle;
   loginLimiter: LoginLimiter;
+  clientTokens: ClientTokens;
   clock: () => number;
   redisReady(): Promise<boolean>;
   /** Registers cleanup for something built on top of the runtime (e.g. the app's upstream agents). */
@@ -123,6 +126,20 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     refresher,
     provider,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
+    clientTokens: createClientTokens({
+      redis,
+      keys,
+      sealer,
+      skewSeconds: config.tokens.refreshSkewSeconds,
+      clock,
+      fetch: (request) =>
+        clientCredentials(
+          provider.get(),
+          { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
+          clock,
+        ),
+      onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
+    }),
     clock,
     redisReady: () => pingRedis(redis),
     onClose: (cleanup) => void cleanups.push(cleanup),

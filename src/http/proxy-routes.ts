@@ -14,9 +14,15 @@ import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, isAmbiguousPath, type CompiledRoute } from '../proxy/routes.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { sendError } from './error-handler.js';
+import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie } from './session-cookie.js';
 
-export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHandler): RequestHandler {
+export interface ProxyRoutes {
+  middleware: RequestHandler;
+  upgrade: UpgradeHandler;
+}
+
+export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHandler): ProxyRoutes {
   const { config, logger, metrics } = runtime;
   const { routes, match } = compileRoutes(config.routes);
   const csrfHeader = config.csrf.headerName.toLowerCase();
@@ -29,6 +35,7 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     refresher: runtime.refresher,
     provider: runtime.provider,
     clock: runtime.clock,
+    clientTokens: runtime.clientTokens,
   });
 
   const upstreams = new Map<string, Upstream>(
@@ -50,7 +57,17 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     ]),
   );
 
+  const websockets = createUpgradeHandler({
+    config,
+    match,
+    upstreams,
+    resolveCredential,
+    records: runtime.records,
+    logger,
+    metrics,
+  });
   runtime.onClose(() => {
+    websockets.close();
     for (const upstream of upstreams.values()) upstream.close();
   });
 
@@ -77,7 +94,7 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     }
   }
 
-  return async function proxyRoutes(req, res, next) {
+  const middleware: RequestHandler = async function proxyRoutes(req, res, next) {
     const route = match(req.path);
     if (!route) return next();
     res.locals.metricsRoute = route.path;
@@ -86,4 +103,5 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     const credential = await attachCredential(req, res, route);
     await (upstreams.get(route.path) as Upstream).forward(req, res, credential);
   };
+  return { middleware, upgrade: websockets.handle };
 }

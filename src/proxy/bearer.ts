@@ -7,9 +7,10 @@ import { GatewayError } from '../errors.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { refreshTokens } from '../oidc/flows.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
-import type { RefreshCoordinator } from '../session/refresh.js';
-import { expiresWithin, nowSeconds, type VersionedTokens } from '../session/tokens.js';
+import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
+import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
+import type { ClientTokens } from './client-token.js';
 import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
 
@@ -26,7 +27,7 @@ export interface CredentialDeps {
   refresher: RefreshCoordinator;
   provider: ProviderHandle;
   clock: () => number;
-  clientToken?: (route: CompiledRoute) => Promise<string>;
+  clientTokens: ClientTokens;
 }
 
 export interface CredentialOptions {
@@ -34,12 +35,30 @@ export interface CredentialOptions {
   forceRefresh?: boolean;
 }
 
+/** A refresh that another request's (e.g. another resource's) refresh overtook is retried this often. */
+const MAX_REFRESH_ROUNDS = 3;
+
 export function missingScopes(route: CompiledRoute, granted: readonly string[]): string[] {
   return route.scopes.filter((s) => !granted.includes(s));
 }
 
 export function createCredentialResolver(deps: CredentialDeps) {
   const { config, vault, refresher, provider } = deps;
+  const skew = config.tokens.refreshSkewSeconds;
+
+  /** RFC 8707: a token for one resource, from the refresh token, merged into the set. */
+  function refreshForResource(resource: string, sub: string): RefreshFn {
+    return async (current: TokenSet) => {
+      const got = await refreshTokens(provider.get(), current, sub, { resource }, deps.clock);
+      const token: ResourceToken = { accessToken: got.accessToken, ...(got.expiresAt ? { expiresAt: got.expiresAt } : {}) };
+      return {
+        ...current,
+        // A rotated refresh token replaces the old one for the whole set.
+        ...(got.refreshToken ? { refreshToken: got.refreshToken } : {}),
+        resources: { ...current.resources, [resource]: token },
+      };
+    };
+  }
 
   async function userAccessToken(session: LoadedSession, route: CompiledRoute, options: CredentialOptions): Promise<string> {
     const { auth, tokens } = session;
@@ -53,13 +72,23 @@ export function createCredentialResolver(deps: CredentialDeps) {
     let current: VersionedTokens = { version: tokens.v, tokens: vault.open(session.digest, tokens.sealed) };
     // Unopenable (tampered, or sealed with a key no longer configured): treat as signed out.
     if (!current.tokens) throw new GatewayError('login_required');
-    const stale = (v: VersionedTokens) =>
-      v.tokens !== undefined && expiresWithin(v.tokens, config.tokens.refreshSkewSeconds, nowSeconds(deps.clock));
-    if (options.forceRefresh || stale(current)) {
-      current = await refresher.refresh(session.digest, current, (t) => refreshTokens(provider.get(), t, auth.sub, {}, deps.clock));
+
+    const resource = route.resource;
+    const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined => (resource ? t.resources?.[resource] : t);
+    const refresh: RefreshFn = resource
+      ? refreshForResource(resource, auth.sub)
+      : (t) => refreshTokens(provider.get(), t, auth.sub, {}, deps.clock).then((next) => ({ ...next, ...(t.resources ? { resources: t.resources } : {}) }));
+
+    let force = options.forceRefresh ?? false;
+    for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
+      const token = current.tokens ? pick(current.tokens) : undefined;
+      if (token && !force && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
+      current = await refresher.refresh(session.digest, current, refresh);
+      force = false;
     }
-    if (!current.tokens) throw new GatewayError('login_required');
-    return current.tokens.accessToken;
+    const token = current.tokens ? pick(current.tokens) : undefined;
+    if (!token) throw new GatewayError('token_refresh_failed');
+    return token.accessToken;
   }
 
   /** The credential for `route`, or undefined to forward without one. */
@@ -79,10 +108,11 @@ export function createCredentialResolver(deps: CredentialDeps) {
         return { header: 'authorization', value: `Bearer ${await userAccessToken(session, route, options)}` };
       case 'apiKey':
         return route.apiKey ? { header: route.apiKey.header.toLowerCase(), value: route.apiKey.value } : undefined;
-      case 'client': {
-        if (!deps.clientToken) throw new GatewayError('server_error');
-        return { header: 'authorization', value: `Bearer ${await deps.clientToken(route)}` };
-      }
+      case 'client':
+        return {
+          header: 'authorization',
+          value: `Bearer ${await deps.clientTokens({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) })}`,
+        };
     }
   };
 }

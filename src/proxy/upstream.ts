@@ -73,7 +73,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     target: route.target,
     changeOrigin: true,
     xfwd: false,
-    ws: route.websocket,
+    // Never let HPM subscribe to the server's upgrade event itself: it would proxy every upgrade
+    // with no session or Origin check. The gateway's own upgrade handler calls upgrade().
+    ws: false,
     agent,
     ejectPlugins: true,
     plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],

@@ -66,6 +66,7 @@ export async function startTestGateway(
   const app = createApp(runtime);
   const target = reserved ?? (await reserveServer());
   target.server.on('request', app);
+  target.server.on('upgrade', app.handleUpgrade);
   return {
     url: target.url,
     config,

@@ -1,0 +1,215 @@
+/**
+ * The bench's process plumbing. Every server and the load generator runs in a child process
+ * of its own (2 cores: the load generator must not share an event loop with what it loads);
+ * the orchestrator talks to them over the IPC channel with a tiny request/response protocol:
+ *
+ *   child  → parent  { type: 'ready', info }                  once, when listening
+ *   parent → child   { type: 'call', id, cmd, args }
+ *   child  → parent  { type: 'reply', id, ok, result | error }
+ *
+ * Every wait has a deadline, and every child is SIGKILLed when the orchestrator exits (also
+ * on error or Ctrl-C); a child whose parent vanished exits by itself (IPC disconnect).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+
+type Handler = (args: any) => unknown;
+
+interface CallMessage {
+  type: 'call';
+  id: number;
+  cmd: string;
+  args: unknown;
+}
+
+interface ReplyMessage {
+  type: 'reply';
+  id: number;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
+
+interface ReadyMessage {
+  type: 'ready';
+  info: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side
+// ---------------------------------------------------------------------------------------------
+
+/** The JSON options the parent passed as argv[2]. */
+export function childOptions<T>(): T {
+  const raw = process.argv[2];
+  if (!raw) throw new Error('bench child started without options');
+  return JSON.parse(raw) as T;
+}
+
+/**
+ * Announces readiness and serves commands. `shutdown` is always available: it runs the
+ * optional cleanup and exits 0 (which also flushes a --cpu-prof profile, if any).
+ */
+export function serveChild(info: unknown, handlers: Record<string, Handler>, cleanup?: () => Promise<void> | void): void {
+  const send = (m: ReadyMessage | ReplyMessage) => process.send?.(m);
+  const all: Record<string, Handler> = {
+    ...handlers,
+    async shutdown() {
+      await cleanup?.();
+      setImmediate(() => process.exit(0));
+      return true;
+    },
+  };
+  process.on('message', (m: CallMessage) => {
+    if (m?.type !== 'call') return;
+    const handler = all[m.cmd];
+    if (!handler) {
+      send({ type: 'reply', id: m.id, ok: false, error: `unknown command ${m.cmd}` });
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(m.args))
+      .then(
+        (result) => send({ type: 'reply', id: m.id, ok: true, result }),
+        (err: unknown) => send({ type: 'reply', id: m.id, ok: false, error: err instanceof Error ? err.stack ?? err.message : String(err) }),
+      );
+  });
+  send({ type: 'ready', info });
+}
+
+/** Exit when the orchestrator is gone, and report startup failures to it before dying. */
+export function guardChild(main: () => Promise<void>): void {
+  process.on('disconnect', () => process.exit(0));
+  main().catch((err: unknown) => {
+    process.stderr.write(`bench child failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent side
+// ---------------------------------------------------------------------------------------------
+
+export interface BenchChild<Info = unknown> {
+  name: string;
+  pid: number;
+  info: Info;
+  call<T = unknown>(cmd: string, args?: unknown, timeoutMs?: number): Promise<T>;
+  /** Asks for a clean exit, then SIGKILLs after the deadline. */
+  stop(timeoutMs?: number): Promise<void>;
+  kill(): void;
+  /** The last few KB of the child's stdout/stderr, for error messages. */
+  output(): string;
+}
+
+const children = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const child of children) child.kill('SIGKILL');
+  });
+}
+
+/** SIGKILLs every child still alive (synchronous: usable from signal and exit handlers). */
+export function killAllChildren(): void {
+  for (const child of children) child.kill('SIGKILL');
+}
+
+export interface StartChildOptions {
+  name: string;
+  /** Absolute path of the compiled module. */
+  module: string;
+  options: unknown;
+  execArgv?: string[];
+  env?: NodeJS.ProcessEnv;
+  readyTimeoutMs?: number;
+}
+
+export function startChild<Info>(opts: StartChildOptions): Promise<BenchChild<Info>> {
+  installExitHook();
+  const child = fork(opts.module, [JSON.stringify(opts.options)], {
+    execArgv: opts.execArgv ?? [],
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    serialization: 'advanced',
+  });
+  children.add(child);
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-4000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  let exited: string | undefined;
+  const exitPromise = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = `${opts.name} exited (code ${code}, signal ${signal})`;
+      children.delete(child);
+      for (const p of pending.values()) {
+        clearTimeout(p.timer);
+        p.reject(new Error(`${exited}\n${tail.trim()}`));
+      }
+      pending.clear();
+      resolve();
+    });
+  });
+  child.on('message', (m: ReplyMessage) => {
+    if (m?.type !== 'reply') return;
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    clearTimeout(p.timer);
+    if (m.ok) p.resolve(m.result);
+    else p.reject(new Error(`${opts.name}: ${m.error}`));
+  });
+
+  const handle = (info: Info): BenchChild<Info> => ({
+    name: opts.name,
+    pid: child.pid ?? -1,
+    info,
+    call<T>(cmd: string, args?: unknown, timeoutMs = 30_000): Promise<T> {
+      if (exited) return Promise.reject(new Error(exited));
+      const id = nextId++;
+      return new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          reject(new Error(`${opts.name}: '${cmd}' did not answer within ${timeoutMs} ms`));
+        }, timeoutMs);
+        pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+        child.send({ type: 'call', id, cmd, args } satisfies CallMessage);
+      });
+    },
+    async stop(timeoutMs = 10_000) {
+      if (exited) return;
+      await this.call('shutdown', undefined, timeoutMs).catch(() => undefined);
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      await exitPromise;
+      clearTimeout(timer);
+    },
+    kill() {
+      child.kill('SIGKILL');
+    },
+    output: () => tail,
+  });
+
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${opts.name} not ready within ${opts.readyTimeoutMs ?? 30_000} ms\n${tail.trim()}`));
+    }, opts.readyTimeoutMs ?? 30_000);
+    child.on('message', (m: ReadyMessage) => {
+      if (m?.type !== 'ready') return;
+      clearTimeout(timer);
+      resolve(handle(m.info as Info));
+    });
+    void exitPromise.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`${exited} before it was ready\n${tail.trim()}`));
+    });
+  });
+}

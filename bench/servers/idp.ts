@@ -1,0 +1,33 @@
+/**
+ * The real provider (src/dev/idp.ts, oidc-provider v9) on a free loopback port, in a process of
+ * its own, so sign-ins and refreshes cost the servers under test nothing but their own side.
+ * `counters` answers the provider's token-endpoint counts (refresh_token grants).
+ */
+import { startTestProvider, type DevClient } from '../../test/support/oidc-provider.js';
+import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
+
+export interface IdpOptions {
+  clients: DevClient[];
+  accessTokenTtl: number;
+}
+
+guardChild(async () => {
+  const opts = childOptions<IdpOptions>();
+  const provider = await startTestProvider({
+    clients: opts.clients,
+    ttl: {
+      AccessToken: opts.accessTokenTtl,
+      // The refresh storm moves the gateway's clock forward; nothing but the access token may
+      // look expired because of that.
+      IdToken: 86_400,
+      RefreshToken: 86_400,
+      Session: 86_400,
+      Grant: 86_400,
+    },
+  });
+  serveChild(
+    { issuer: provider.issuer },
+    { counters: () => JSON.parse(JSON.stringify(provider.counters)) as unknown },
+    () => provider.close(),
+  );
+});

@@ -1,0 +1,36 @@
+/**
+ * The upstream API every target proxies to: a minimal node:http server answering a small JSON
+ * body over keep-alive. With `x-bench-echo-auth: 1` (refresh storm only) it also answers a short
+ * digest of the Authorization header it received, so the bench can check that every call went
+ * on with the same, new token without the token itself leaving the upstream.
+ */
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
+
+const BODY = Buffer.from(JSON.stringify({ ok: true, service: 'bench-upstream', items: [1, 2, 3] }));
+
+guardChild(async () => {
+  const { host } = childOptions<{ host: string }>();
+  let requests = 0;
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    requests += 1;
+    const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': BODY.length };
+    if (req.headers['x-bench-echo-auth'] === '1') {
+      const auth = req.headers.authorization ?? '';
+      headers['x-bearer-digest'] = auth ? createHash('sha256').update(auth).digest('hex').slice(0, 16) : 'none';
+    }
+    // Drain any request body before answering, so keep-alive stays usable.
+    req.resume();
+    res.writeHead(200, headers);
+    res.end(BODY);
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const { port } = server.address() as AddressInfo;
+  serveChild({ url: `http://${host}:${port}` }, { requests: () => requests }, () => {
+    server.closeAllConnections();
+    server.close();
+  });
+});

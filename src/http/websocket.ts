@@ -1,0 +1,134 @@
+/**
+ * WebSocket upgrades (SPEC §4). Browsers cannot add the CSRF header to an upgrade, so the
+ * checks are: the route allows WebSockets, `Origin` equals publicUrl, and the session cookie
+ * names a live session. The upstream handshake carries the Bearer token. Open sockets are
+ * re-checked every few seconds, so one whose session ended (logout, back-channel logout,
+ * DELETE /auth/sessions, timeouts) is closed on whichever instance holds it.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
+import { unsign } from 'cookie-signature';
+import { parse as parseCookieHeader } from 'cookie';
+import type { Config } from '../config/load.js';
+import { GatewayError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
+import type { RouteMatcher } from '../proxy/routes.js';
+import type { Upstream } from '../proxy/upstream.js';
+import { digest } from '../redis/keys.js';
+import type { SessionRecords } from '../session/records.js';
+
+export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
+
+export interface WebSocketDeps {
+  config: Config;
+  match: RouteMatcher;
+  upstreams: ReadonlyMap<string, Upstream>;
+  resolveCredential: CredentialResolver;
+  records: SessionRecords;
+  logger: Logger;
+  metrics: Metrics;
+  /** How often open sockets' sessions are re-checked. */
+  sweepIntervalMs?: number;
+}
+
+function refuse(socket: Socket, error: GatewayError): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify(error.toBody());
+  socket.end(
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
+      `Content-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** The session ID from a signed express-session cookie, if any secret verifies it. */
+export function sessionIdFromCookie(header: string | undefined, name: string, secrets: readonly string[]): string | undefined {
+  if (!header) return undefined;
+  let raw: string | undefined;
+  try {
+    raw = parseCookieHeader(header)[name];
+  } catch {
+    return undefined;
+  }
+  if (!raw?.startsWith('s:')) return undefined;
+  for (const secret of secrets) {
+    const id = unsign(raw.slice(2), secret);
+    if (id !== false) return id;
+  }
+  return undefined;
+}
+
+export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHandler; close(): void } {
+  const { config, logger, metrics } = deps;
+  const open = new Map<string, Set<Socket>>();
+
+  async function sweep(): Promise<void> {
+    for (const [sessionDigest, sockets] of open) {
+      let alive: boolean;
+      try {
+        const record = await deps.records.peek(sessionDigest);
+        alive = record?.tokens.sealed !== undefined && record.tokens.sealed !== '';
+      } catch {
+        continue; // Redis trouble is not proof the session ended.
+      }
+      if (!alive) {
+        for (const socket of sockets) socket.destroy();
+        open.delete(sessionDigest);
+        logger.info({ event: 'websocket_closed', reason: 'session_ended', count: sockets.size }, 'closed WebSockets of an ended session');
+      }
+    }
+  }
+  const timer = setInterval(() => void sweep(), deps.sweepIntervalMs ?? 2000);
+  timer.unref();
+
+  function track(sessionDigest: string, socket: Socket, route: string): void {
+    let sockets = open.get(sessionDigest);
+    if (!sockets) open.set(sessionDigest, (sockets = new Set()));
+    sockets.add(socket);
+    metrics.openWebSockets.inc({ route });
+    socket.once('close', () => {
+      metrics.openWebSockets.dec({ route });
+      sockets.delete(socket);
+      if (sockets.size === 0 && open.get(sessionDigest) === sockets) open.delete(sessionDigest);
+    });
+  }
+
+  async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const pathname = (req.url ?? '/').split('?')[0] as string;
+    const route = deps.match(pathname);
+    if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
+    if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
+    const id = sessionIdFromCookie(req.headers.cookie, config.derived.sessionCookieName, config.session.secrets);
+    let session: LoadedSession | undefined;
+    if (id) {
+      const sessionDigest = digest(id);
+      const stored = await deps.records.load(sessionDigest);
+      session = { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
+    }
+    if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
+    const credential = await deps.resolveCredential(route, session);
+    if (session?.tokens) track(session.digest, socket, route.path);
+    (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
+  }
+
+  return {
+    handle(req, socket, head) {
+      socket.on('error', () => socket.destroy());
+      upgrade(req, socket, head).catch((err: unknown) => {
+        const error = err instanceof GatewayError ? err : new GatewayError('server_error', { cause: err });
+        if (error.status >= 500) logger.warn({ event: 'websocket_refused', code: error.code, err }, 'WebSocket upgrade failed');
+        refuse(socket, error);
+      });
+    },
+    close() {
+      clearInterval(timer);
+      for (const sockets of open.values()) for (const socket of sockets) socket.destroy();
+      open.clear();
+    },
+  };
+}

@@ -1,0 +1,368 @@
+/**
+ * The embedded default in a real browser (SPEC §1): config/default.yaml on free ports, driven
+ * in Debian's Chromium through playwright-core. Sign in at the dev provider, call the demo API
+ * through the gateway, decline consent, revoke the app at the provider, sign out; and at every
+ * step, no token reaches the page: not in cookies JavaScript can read, not in storage, not in
+ * a URL, not in any response the browser receives.
+ *
+ * Screenshots of every step go to test-artifacts/e2e/NN-step.png.
+ */
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
+import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
+import { tokensOfSession } from '../support/assertions.js';
+import type { TestGateway } from '../support/gateway.js';
+import type { TokenSet } from '../../src/session/tokens.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-component-update',
+  '--disable-sync',
+  // No --user-data-dir: Playwright refuses it in `args` and gives every launch a fresh
+  // temporary profile of its own (playwright_chromiumdev_profile-*), removed on close.
+];
+const WAIT_MS = 15_000;
+const ARTIFACTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-artifacts/e2e');
+
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium) {
+  const banner = `\n${'!'.repeat(100)}\n!!! ${CHROMIUM} is missing: the browser end-to-end tests (test/e2e/login-flow.test.ts) are SKIPPED.\n!!! Install Debian's chromium (.ci/run does it) to run them.\n${'!'.repeat(100)}\n`;
+  process.stderr.write(banner);
+  console.warn(banner);
+}
+const run = haveChromium ? describe : describe.skip;
+
+// ---------------------------------------------------------------------------------------------
+// What the browser saw
+// ---------------------------------------------------------------------------------------------
+
+interface SeenResponse {
+  url: string;
+  status: number;
+  headers: string;
+  /** undefined when the browser kept no body (redirects, aborted navigations). */
+  body: string | undefined;
+}
+
+interface Recorder {
+  /** Every request URL the browser made, in order. */
+  requests: string[];
+  responses(): Promise<SeenResponse[]>;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<T>((resolve) => {
+      timer = setTimeout(() => resolve(fallback), ms);
+    }),
+  ]);
+}
+
+function record(context: BrowserContext): Recorder {
+  const requests: string[] = [];
+  const pending: Promise<SeenResponse>[] = [];
+  context.on('request', (request) => void requests.push(request.url()));
+  context.on('response', (response) => {
+    pending.push(
+      (async () => {
+        const [headers, body] = await Promise.all([
+          withTimeout(response.allHeaders().catch(() => ({})), 5_000, {}),
+          withTimeout(response.text().catch(() => undefined), 5_000, undefined),
+        ]);
+        return { url: response.url(), status: response.status(), headers: JSON.stringify(headers), body };
+      })(),
+    );
+  });
+  return { requests, responses: () => Promise.all(pending) };
+}
+
+const TOKEN_IN_URL = /[?&#](code|access_token|id_token|refresh_token)=/;
+const JWT_LIKE = /eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\./;
+
+function secretsOf(tokens: TokenSet | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (tokens?.accessToken) out.accessToken = tokens.accessToken;
+  if (tokens?.refreshToken) out.refreshToken = tokens.refreshToken;
+  return out;
+}
+
+/** Fails naming the secret and where it was found, without printing the secret. */
+function findSecret(haystack: string, secrets: Record<string, string>): string | undefined {
+  return Object.entries(secrets).find(([, value]) => haystack.includes(value))?.[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+let demo: RunningDemo;
+let browser: Browser | undefined;
+let clockOffsetMs = 0;
+let shotNumber = 0;
+const contexts: BrowserContext[] = [];
+
+async function shot(page: Page, step: string): Promise<void> {
+  shotNumber += 1;
+  const file = path.join(ARTIFACTS, `${String(shotNumber).padStart(2, '0')}-${step}.png`);
+  await page.screenshot({ path: file, fullPage: true, timeout: WAIT_MS });
+}
+
+async function newContext(): Promise<{ context: BrowserContext; page: Page; recorder: Recorder }> {
+  if (!browser) throw new Error('no browser');
+  const context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
+  contexts.push(context);
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(WAIT_MS);
+  const recorder = record(context);
+  const page = await context.newPage();
+  return { context, page, recorder };
+}
+
+function gatewayHandle(): TestGateway {
+  // tokensOfSession only needs the runtime.
+  return { runtime: demo.gateway.runtime } as TestGateway;
+}
+
+async function sessionCookie(context: BrowserContext) {
+  const cookies = await context.cookies(demo.url);
+  return cookies.find((c) => c.name === demo.config.derived.sessionCookieName);
+}
+
+/** Status of GET /auth/user as the SPA would ask it (same-origin fetch with the CSRF header). */
+async function authUserStatus(page: Page): Promise<number> {
+  return page.evaluate(`fetch('/auth/user', { headers: { 'x-csrf': '1', accept: 'application/json' }, cache: 'no-store' }).then((r) => r.status)`);
+}
+
+/** Which of the named locators becomes visible first (polled, bounded by WAIT_MS). */
+async function firstVisible(candidates: Record<string, Locator>): Promise<string> {
+  const deadline = Date.now() + WAIT_MS;
+  while (Date.now() < deadline) {
+    for (const [name, locator] of Object.entries(candidates)) {
+      if (await locator.first().isVisible()) return name;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`none of ${Object.keys(candidates).join(', ')} became visible within ${WAIT_MS} ms`);
+}
+
+async function openSpa(page: Page): Promise<void> {
+  await page.goto(`${demo.url}/`);
+  await firstVisible({ signedOut: page.getByTestId('signed-out'), signedIn: page.getByTestId('signed-in') });
+}
+
+/** From the SPA's Sign in link through the provider's pages, up to (not including) the consent answer. */
+async function signInAtProvider(page: Page, user: string, password: string, stepPrefix: string): Promise<void> {
+  await page.getByTestId('sign-in').click();
+  await page.waitForURL((url) => url.origin === demo.idpUrl);
+  const login = page.locator('input[name="login"]');
+  const approve = page.getByRole('button', { name: 'Approve' });
+  if ((await firstVisible({ login, approve })) === 'login') {
+    await shot(page, `${stepPrefix}-provider-login`);
+    await login.fill(user);
+    await page.locator('input[name="password"]').fill(password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+  }
+  await approve.waitFor({ state: 'visible' });
+  await page.getByText('would like to:').waitFor();
+  await shot(page, `${stepPrefix}-provider-consent`);
+}
+
+async function approveAndLand(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.waitForURL((url) => url.origin === demo.url && url.pathname === '/');
+  await page.getByTestId('signed-in').waitFor({ state: 'visible' });
+}
+
+async function callApi(page: Page): Promise<void> {
+  const button = page.getByTestId('call-api');
+  const done = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/hello');
+  await button.click();
+  await done;
+  // The SPA re-enables the button once it has rendered the answer.
+  await page.waitForFunction(`document.getElementById('call-api')?.disabled === false || document.getElementById('signed-in')?.hidden === true`, undefined, { timeout: WAIT_MS });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+// ---------------------------------------------------------------------------------------------
+
+run('the demo SPA in Chromium (embedded default)', () => {
+  // Shared by the happy path, the revocation and the sign-out: one browser profile, as a user.
+  let main: { context: BrowserContext; page: Page; recorder: Recorder };
+
+  beforeAll(async () => {
+    rmSync(ARTIFACTS, { recursive: true, force: true });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    demo = await startDemoOnFreePorts({ clock: () => Date.now() + clockOffsetMs });
+    const { chromium } = await import('playwright-core');
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: WAIT_MS });
+  }, 45_000);
+
+  afterAll(async () => {
+    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, undefined);
+    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, undefined);
+    await demo?.stop();
+  }, 30_000);
+
+  it('signs in at the provider, calls the API, and never lets a token reach the page', async () => {
+    main = await newContext();
+    const { context, page, recorder } = main;
+
+    await openSpa(page);
+    await page.getByTestId('signed-out').waitFor({ state: 'visible' });
+    await shot(page, 'spa-signed-out');
+    for (const r of await main.recorder.responses()) if (r.url.includes('/session/end')) console.log(r.url.slice(0, 60), r.status, r.body?.slice(0, 1500));
+
+    await signInAtProvider(page, 'alice', 'alice-password', 'happy');
+    await approveAndLand(page);
+    await expect(page.getByTestId('user-name').textContent()).resolves.toBe('Alice Liddell');
+    await page.getByTestId('claims').getByText('alice@example.com').waitFor();
+    await shot(page, 'spa-signed-in');
+
+    await callApi(page);
+    const resultText = (await page.getByTestId('api-result').textContent()) ?? '';
+    const answer = JSON.parse(resultText) as { subject: string; scopes: string[]; message: string; clientId: string };
+    expect(answer).toMatchObject({ message: 'Hello from the demo API', subject: 'alice', clientId: 'bff-demo' });
+    expect(answer.scopes).toContain('api:read');
+    await shot(page, 'spa-api-answer');
+
+    // The only credential: the gateway's HttpOnly cookie, invisible to JavaScript.
+    const cookie = await sessionCookie(context);
+    expect(cookie).toBeDefined();
+    expect(cookie?.httpOnly).toBe(true);
+    expect(cookie?.sameSite).toBe('Strict');
+    expect(cookie?.path).toBe('/');
+    await expect(page.evaluate('document.cookie')).resolves.toBe('');
+
+    const tokens = await tokensOfSession(gatewayHandle(), cookie?.value ?? '');
+    expect(tokens?.accessToken).toBeTruthy();
+    expect(tokens?.refreshToken).toBeTruthy();
+    const secrets = secretsOf(tokens);
+
+    const storage = (await page.evaluate(
+      `JSON.stringify({ local: Object.entries(localStorage), session: Object.entries(sessionStorage) })`,
+    )) as string;
+    expect(storage).not.toMatch(JWT_LIKE);
+    expect(storage).not.toMatch(/token|bearer/i);
+    expect(findSecret(storage, secrets)).toBeUndefined();
+
+    // URLs: the callback carries the code; nothing after it carries a code or a token.
+    const callbackAt = recorder.requests.findIndex((u) => new URL(u).origin === demo.url && new URL(u).pathname === '/auth/callback');
+    expect(callbackAt).toBeGreaterThanOrEqual(0);
+    const after = [...recorder.requests.slice(callbackAt + 1), page.url()];
+    expect(after.some((u) => new URL(u).pathname === '/api/hello')).toBe(true);
+    expect(after.filter((u) => TOKEN_IN_URL.test(u))).toEqual([]);
+    for (const url of recorder.requests) expect({ url: url.slice(0, 80), secret: findSecret(url, secrets) }).toEqual({ url: url.slice(0, 80), secret: undefined });
+
+    // Response bodies and headers: none holds the access or refresh token.
+    const responses = await recorder.responses();
+    const read = responses.filter((r) => r.body !== undefined).map((r) => new URL(r.url).pathname);
+    expect(read).toEqual(expect.arrayContaining(['/', '/app.js', '/auth/user', '/api/hello']));
+    const leaks = responses
+      .map((r) => ({ url: r.url, inBody: findSecret(r.body ?? '', secrets), inHeaders: findSecret(r.headers, secrets) }))
+      .filter((r) => r.inBody !== undefined || r.inHeaders !== undefined);
+    expect(leaks).toEqual([]);
+  });
+
+  it('declining consent leaves the SPA signed out with the declined message', async () => {
+    const { context, page } = await newContext();
+    await openSpa(page);
+    await signInAtProvider(page, 'alice', 'alice-password', 'deny');
+
+    await page.getByRole('button', { name: 'Deny' }).click();
+    await page.waitForURL((url) => url.origin === demo.url);
+    await page.getByTestId('signed-out').waitFor({ state: 'visible' });
+    const message = page.getByTestId('message');
+    await message.waitFor({ state: 'visible' });
+    await expect(message.textContent()).resolves.toMatch(/declined/i);
+    await shot(page, 'spa-consent-declined');
+
+    // The SPA tidies ?error=access_denied away; no session was created.
+    expect(new URL(page.url()).search).not.toMatch(/code=/);
+    expect(await sessionCookie(context)).toBeUndefined();
+    await expect(authUserStatus(page)).resolves.toBe(401);
+    await expect(page.getByTestId('signed-in').isHidden()).resolves.toBe(true);
+  });
+
+  it('revoking the app at the provider signs the SPA out once the access token is spent', async () => {
+    const { context, page } = main;
+    await openSpa(page);
+    await page.getByTestId('signed-in').waitFor({ state: 'visible' });
+    const cookie = await sessionCookie(context);
+    const tokens = await tokensOfSession(gatewayHandle(), cookie?.value ?? '');
+    expect(tokens?.expiresAt).toBeDefined();
+
+    const account = await context.newPage();
+    await account.goto(`${demo.idpUrl}/account`);
+    await account.getByRole('heading', { name: 'Connected applications' }).waitFor();
+    const row = account.getByRole('row').filter({ hasText: 'bff-demo' });
+    await row.waitFor();
+    await shot(account, 'provider-connected-apps');
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await account.getByRole('status').filter({ hasText: 'revoked' }).waitFor();
+    await expect(account.getByRole('row').filter({ hasText: 'bff-demo' }).count()).resolves.toBe(0);
+    await shot(account, 'provider-app-revoked');
+
+    await page.bringToFront();
+    // The access token is a self-contained JWT: the demo API accepts it until it expires,
+    // revoked grant or not.
+    await callApi(page);
+    expect(JSON.parse((await page.getByTestId('api-result').textContent()) ?? '{}')).toMatchObject({ subject: 'alice' });
+    await shot(page, 'spa-api-still-answers-until-expiry');
+
+    // Let the gateway's clock reach the token's expiry: it must refresh, the provider refuses
+    // the revoked refresh token (invalid_grant), the session ends and the SPA signs out.
+    clockOffsetMs = ((tokens?.expiresAt ?? 0) + 1) * 1000 - Date.now();
+    try {
+      await callApi(page);
+      await page.getByTestId('signed-out').waitFor({ state: 'visible' });
+      await expect(page.getByTestId('api-result').textContent()).resolves.toMatch(/401 login_required/);
+      await expect(page.getByTestId('message').textContent()).resolves.toMatch(/session has ended/i);
+      await shot(page, 'spa-signed-out-after-revoke');
+      await expect(authUserStatus(page)).resolves.toBe(401);
+      await expect(tokensOfSession(gatewayHandle(), cookie?.value ?? '')).resolves.toBeUndefined();
+    } finally {
+      clockOffsetMs = 0;
+    }
+    await account.close();
+  });
+
+  it('signs in again and signs out: back to signed out, /auth/user 401', async () => {
+    const { context, page } = main;
+    await openSpa(page);
+    await page.getByTestId('signed-out').waitFor({ state: 'visible' });
+    // The provider still knows alice (its own session), but the grant is gone: consent again.
+    await signInAtProvider(page, 'alice', 'alice-password', 'again');
+    await approveAndLand(page);
+    const cookie = await sessionCookie(context);
+    expect(cookie).toBeDefined();
+    await shot(page, 'spa-signed-in-again');
+
+    await page.getByTestId('sign-out').click();
+    // The gateway answers the provider's end-session URL; the provider asks to confirm.
+    const confirm = page.getByRole('button', { name: 'Yes, sign me out' });
+    if ((await firstVisible({ confirm, signedOut: page.getByTestId('signed-out') })) === 'confirm') {
+      await shot(page, 'provider-sign-out-confirm');
+      await confirm.click();
+      await page.waitForURL((url) => url.origin === demo.url);
+    }
+    await page.getByTestId('signed-out').waitFor({ state: 'visible' });
+    await shot(page, 'spa-signed-out');
+    for (const r of await main.recorder.responses()) if (r.url.includes('/session/end')) console.log(r.url.slice(0, 60), r.status, r.body?.slice(0, 1500));
+
+    await expect(authUserStatus(page)).resolves.toBe(401);
+    expect(await sessionCookie(context)).toBeUndefined();
+    await expect(tokensOfSession(gatewayHandle(), cookie?.value ?? '')).resolves.toBeUndefined();
+    await expect(page.evaluate('document.cookie')).resolves.toBe('');
+  });
+});
