@@ -47,7 +47,7 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
         publicUrl: new URL(config.server.publicUrl),
         isGatewayCookie,
         onError(err, _req, res) {
-          const error = fromUpstreamError(err);
+          const error = err instanceof GatewayError ? err : fromUpstreamError(err);
           metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
           logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
           if ('headersSent' in res && !res.headersSent) sendError(res as Response, error);
@@ -83,15 +83,21 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
   async function attachCredential(req: Request, res: Response, route: CompiledRoute) {
     const session = needsSession(route) ? await loadSession(req, res) : undefined;
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
-    try {
-      return await resolveCredential(route, session);
-    } catch (err) {
-      // A session whose grant is gone (or that no longer opens) should not keep its cookie.
-      if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
-        clearSessionCookie(res, config);
+    const resolve = async (forceRefresh: boolean) => {
+      try {
+        return await resolveCredential(route, session, { forceRefresh });
+      } catch (err) {
+        // A session whose grant is gone (or that no longer opens) should not keep its cookie.
+        if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
+          if (!res.headersSent) clearSessionCookie(res, config);
+        }
+        throw err;
       }
-      throw err;
-    }
+    };
+    const credential = await resolve(false);
+    // Only a request that carried a token can be rejected for it.
+    const retry = credential && route.auth !== 'apiKey' ? () => resolve(true) : undefined;
+    return { credential, retry };
   }
 
   const middleware: RequestHandler = async function proxyRoutes(req, res, next) {
@@ -100,8 +106,8 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     res.locals.metricsRoute = route.path;
     if (req.headers[csrfHeader] !== '1') throw new GatewayError('csrf_check_failed');
     if (isAmbiguousPath(req.path)) throw new GatewayError('invalid_request', { description: 'The request path is ambiguous.' });
-    const credential = await attachCredential(req, res, route);
-    await (upstreams.get(route.path) as Upstream).forward(req, res, credential);
+    const { credential, retry } = await attachCredential(req, res, route);
+    await (upstreams.get(route.path) as Upstream).forward(req, res, credential, retry);
   };
   return { middleware, upgrade: websockets.handle };
 }

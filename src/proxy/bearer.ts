@@ -111,7 +111,11 @@ export function createCredentialResolver(deps: CredentialDeps) {
       case 'client':
         return {
           header: 'authorization',
-          value: `Bearer ${await deps.clientTokens({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) })}`,
+          value: `Bearer ${await deps.clientTokens({
+            scopes: route.scopes,
+            ...(route.resource ? { resource: route.resource } : {}),
+            ...(options.forceRefresh ? { force: true } : {}),
+          })}`,
         };
     }
   };

@@ -17,6 +17,8 @@ import { DEFAULT_TOKEN_LIFETIME_SECONDS } from '../session/tokens.js';
 export interface ClientTokenRequest {
   scopes: readonly string[];
   resource?: string;
+  /** Forget the cached token first (the upstream rejected it). */
+  force?: boolean;
 }
 
 export interface FetchedClientToken {
@@ -109,10 +111,15 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   return function clientToken(request) {
     const key = digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
     const mine = local.get(key);
-    if (usable(mine)) return Promise.resolve(mine.accessToken);
+    if (!request.force && usable(mine)) return Promise.resolve(mine.accessToken);
     const pending = inFlight.get(key);
     if (pending) return pending;
-    const promise = obtain(key, request)
+    const forget = async () => {
+      local.delete(key);
+      await redis.del(keys.clientToken(key));
+    };
+    const promise = (request.force ? forget() : Promise.resolve())
+      .then(() => obtain(key, request))
       .catch((err: unknown) => {
         throw err instanceof GatewayError ? err : storeUnavailable(err);
       })

@@ -7,6 +7,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import {
   createProxyMiddleware,
   debugProxyErrorsPlugin,
@@ -32,10 +33,31 @@ export interface Credential {
   value: string;
 }
 
+/** Gets a fresh credential after the upstream rejected the first (refresh once, retry once). */
+export type Retry = () => Promise<Credential | undefined>;
+
 export interface Upstream {
-  forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined): Promise<void>;
+  forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined, retry?: Retry): Promise<void>;
   upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, credential: Credential | undefined): void;
   close(): void;
+}
+
+/** GET, HEAD, OPTIONS, or DELETE without a body: safe to send twice. */
+export function isBodyless(req: http.IncomingMessage): boolean {
+  const method = req.method ?? 'GET';
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return true;
+  if (method !== 'DELETE') return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+}
+
+/** What httpxy does for a response it handles itself: status, headers, streamed body. */
+function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
+  for (const [name, value] of Object.entries(proxyRes.headers)) {
+    if (value !== undefined && name !== 'connection' && name !== 'keep-alive') res.setHeader(name, value);
+  }
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage);
+  proxyRes.pipe(res);
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
@@ -69,7 +91,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     if (credential) proxyReq.setHeader(credential.header, credential.value);
   }
 
-  const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+  const base = {
     target: route.target,
     changeOrigin: true,
     xfwd: false,
@@ -78,37 +100,83 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     ws: false,
     agent,
     ejectPlugins: true,
-    plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
-    pathRewrite: (path) => {
+    pathRewrite: (path: string) => {
       const q = path.indexOf('?');
       const pathname = q === -1 ? path : path.slice(0, q);
       return route.upstreamPath(pathname) + (q === -1 ? '' : path.slice(q));
     },
+  };
+  const on = {
+    proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
+      rewriteRequest(proxyReq, req);
+      // The deadline is for the response head only: a long download or an event stream
+      // that has started answering is never cut by it.
+      const timer = setTimeout(() => proxyReq.destroy(new UpstreamTimeout('no response in time')), timeoutMs);
+      proxyReq.once('response', () => clearTimeout(timer));
+      proxyReq.once('close', () => clearTimeout(timer));
+    },
+    proxyReqWs(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
+      rewriteRequest(proxyReq, req);
+    },
+    error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
+      options.onError(err, req, res);
+    },
+  };
+  const filterCookies = (proxyRes: http.IncomingMessage) => {
+    const kept = filterSetCookie(proxyRes.headers['set-cookie'], isGatewayCookie);
+    if (kept !== undefined) proxyRes.headers['set-cookie'] = kept;
+  };
+
+  // Everything streams through this one.
+  const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+    ...base,
+    plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
+    on: { ...on, proxyRes: filterCookies },
+  });
+
+  // Body-less requests that may be retried: the response head is inspected before it is
+  // passed on, so a 401 invalid_token can be answered by one refresh and one retry (SPEC §4).
+  const retries = new WeakMap<http.IncomingMessage, Retry>();
+  let checkedServer: { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> } | undefined;
+  const checked = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+    ...base,
+    selfHandleResponse: true,
+    plugins: [
+      debugProxyErrorsPlugin,
+      proxyEventsPlugin,
+      (server) => {
+        checkedServer = server as unknown as typeof checkedServer;
+      },
+    ],
     on: {
-      proxyReq(proxyReq, req) {
-        rewriteRequest(proxyReq, req);
-        // The deadline is for the response head only: a long download or an event stream
-        // that has started answering is never cut by it.
-        const timer = setTimeout(() => proxyReq.destroy(new UpstreamTimeout('no response in time')), timeoutMs);
-        proxyReq.once('response', () => clearTimeout(timer));
-        proxyReq.once('close', () => clearTimeout(timer));
-      },
-      proxyReqWs(proxyReq, req) {
-        rewriteRequest(proxyReq, req);
-      },
-      proxyRes(proxyRes) {
-        const kept = filterSetCookie(proxyRes.headers['set-cookie'], isGatewayCookie);
-        if (kept !== undefined) proxyRes.headers['set-cookie'] = kept;
-      },
-      error(err, req, res) {
-        options.onError(err, req, res);
+      ...on,
+      proxyRes(proxyRes, req, res) {
+        filterCookies(proxyRes);
+        const retry = retries.get(req);
+        retries.delete(req);
+        if (retry && proxyRes.statusCode === 401 && /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''))) {
+          proxyRes.resume();
+          retry()
+            .then((credential) => {
+              credentials.set(req, credential);
+              // req was consumed by the first attempt; an empty stream stands in for its body.
+              return checkedServer?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
+            })
+            .catch((err: unknown) => options.onError(err instanceof Error ? err : new Error(String(err)), req, res));
+          return;
+        }
+        passThrough(proxyRes, res);
       },
     },
   });
 
   return {
-    forward(req, res, credential) {
+    forward(req, res, credential, retry) {
       credentials.set(req, credential);
+      if (retry && isBodyless(req)) {
+        retries.set(req, retry);
+        return checked(req, res);
+      }
       return proxy(req, res);
     },
     upgrade(req, socket, head, credential) {

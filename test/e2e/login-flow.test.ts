@@ -221,7 +221,6 @@ run('the demo SPA in Chromium (embedded default)', () => {
     await openSpa(page);
     await page.getByTestId('signed-out').waitFor({ state: 'visible' });
     await shot(page, 'spa-signed-out');
-    for (const r of await main.recorder.responses()) if (r.url.includes('/session/end')) console.log(r.url.slice(0, 60), r.status, r.body?.slice(0, 1500));
 
     await signInAtProvider(page, 'alice', 'alice-password', 'happy');
     await approveAndLand(page);
@@ -358,7 +357,6 @@ run('the demo SPA in Chromium (embedded default)', () => {
     }
     await page.getByTestId('signed-out').waitFor({ state: 'visible' });
     await shot(page, 'spa-signed-out');
-    for (const r of await main.recorder.responses()) if (r.url.includes('/session/end')) console.log(r.url.slice(0, 60), r.status, r.body?.slice(0, 1500));
 
     await expect(authUserStatus(page)).resolves.toBe(401);
     expect(await sessionCookie(context)).toBeUndefined();

@@ -1,0 +1,685 @@
+/**
+ * `npm run bench` (SPEC §9): the gateway against a bare http-proxy-middleware proxy (baseline)
+ * and an express-openid-connect + connect-redis proxy (reference), in the same run.
+ *
+ *   redis-server (own port)  ←  gateway, express-openid-connect
+ *   upstream echo server     ←  gateway, baseline, express-openid-connect
+ *   dev provider (oidc-provider) for the sign-ins and the refresh storm
+ *   autocannon in its own process (2 cores: never on a server's event loop)
+ *
+ * Phases, each with a deadline: start everything → sign in (gateway and EOC, through the real
+ * provider) → warm-up per target → N alternating rounds (the order rotates each round, so
+ * machine drift hits every target alike), Redis INFO commandstats deltas around each run →
+ * CPU profile of the gateway under load (inspector Profiler, in the gateway process) →
+ * refresh storm (200 concurrent calls right after expiry) → table on stdout, JSON in
+ * bench/results/latest.json, Markdown in bench/results/latest.md. Every child is killed at the
+ * end, also on error or Ctrl-C.
+ *
+ *   --quick            2 s rounds, 1 s warm-ups (a smoke run, ~40 s)
+ *   --rounds N         measured rounds (minimum 3; default 3)
+ *   --duration S       seconds per measured run (default 10, quick 2)
+ *   --connections C    concurrency (default 32)
+ *   --strict           exit 1 when a performance target is missed
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { BrowserClient } from '../test/support/browser-client.js';
+import { signIn } from '../test/support/drive-login.js';
+import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
+import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
+import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
+import { markdownTable, median, round, textTable } from './lib/stats.js';
+import type { LoadResult, LoadRun } from './load.js';
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+// ---------------------------------------------------------------------------------------------
+
+interface Settings {
+  quick: boolean;
+  rounds: number;
+  durationSec: number;
+  warmupSec: number;
+  connections: number;
+  profileSec: number;
+  stormCalls: number;
+  stormTrials: number;
+  strict: boolean;
+  deadlineMs: number;
+}
+
+function parseArgs(argv: string[]): Settings {
+  const quick = argv.includes('--quick');
+  const num = (flag: string, def: number) => {
+    const i = argv.indexOf(flag);
+    if (i < 0) return def;
+    const v = Number(argv[i + 1]);
+    if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
+    return v;
+  };
+  const known = new Set(['--quick', '--strict', '--rounds', '--duration', '--connections']);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (!known.has(a)) throw new Error(`unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict]`);
+    if (a === '--rounds' || a === '--duration' || a === '--connections') i++;
+  }
+  const rounds = Math.max(3, Math.floor(num('--rounds', 3)));
+  const durationSec = num('--duration', quick ? 2 : 10);
+  const warmupSec = quick ? 1 : 5;
+  const profileSec = quick ? 2 : 8;
+  const stormTrials = quick ? 2 : 3;
+  // Everything measured, plus generous slack for startup, sign-ins and the storm.
+  const plannedSec = 3 * warmupSec + 3 * rounds * durationSec + profileSec;
+  return {
+    quick,
+    rounds,
+    durationSec,
+    warmupSec,
+    connections: Math.floor(num('--connections', 32)),
+    profileSec,
+    stormCalls: 200,
+    stormTrials,
+    strict: argv.includes('--strict'),
+    deadlineMs: (plannedSec + 120) * 1000,
+  };
+}
+
+const HOST = '127.0.0.1';
+const here = path.dirname(fileURLToPath(import.meta.url)); // dist-bench/bench
+const repoRoot = path.resolve(here, '../..');
+const resultsDir = path.join(repoRoot, 'bench', 'results');
+const moduleOf = (name: string) => path.join(here, `${name}.js`);
+
+const GATEWAY_CLIENT = { id: 'bff-bench', secret: 'bff-bench-secret-0123456789abcdef' };
+const EOC_CLIENT = { id: 'eoc-bench', secret: 'eoc-bench-secret-0123456789abcdef' };
+/** Long enough that no token expires during the load phases; the storm moves the clock instead. */
+const ACCESS_TOKEN_TTL = 900;
+const STORM_CLOCK_STEP = 1000;
+
+function log(line: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+}
+
+/** Rejects after `ms` with a message naming the phase. */
+async function withTimeout<T>(phase: string, ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`phase '${phase}' did not finish within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine
+// ---------------------------------------------------------------------------------------------
+
+interface Machine {
+  nproc: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  redis: string;
+  os: string;
+  date: string;
+  packages: Record<string, string>;
+}
+
+function describeMachine(): Machine {
+  let cpuModel = os.cpus()[0]?.model ?? 'unknown';
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m?.[1]) cpuModel = m[1].trim();
+  } catch {
+    // not Linux: os.cpus() it is
+  }
+  let nproc = os.availableParallelism();
+  try {
+    nproc = Number(execFileSync('nproc', { encoding: 'utf8', timeout: 5000 }).trim()) || nproc;
+  } catch {
+    // keep availableParallelism
+  }
+  let redis = 'unknown';
+  try {
+    redis = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8', timeout: 5000 }))?.[1] ?? redis;
+  } catch {
+    // reported as unknown
+  }
+  const version = (pkg: string) => {
+    try {
+      return (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+    } catch {
+      return 'unknown';
+    }
+  };
+  return {
+    nproc,
+    cpuModel,
+    memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+    node: process.version,
+    redis,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    date: new Date().toISOString(),
+    packages: Object.fromEntries(
+      ['autocannon', 'express', 'http-proxy-middleware', 'express-openid-connect', 'connect-redis', 'ioredis', 'oidc-provider'].map((p) => [p, version(p)]),
+    ),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis command accounting
+// ---------------------------------------------------------------------------------------------
+
+type CommandStats = Record<string, number>;
+
+/** The bench's own INFO / CONFIG calls are not the servers' work. */
+const isAdminCommand = (name: string) => name === 'info' || name.startsWith('config');
+
+function statsDelta(before: CommandStats, after: CommandStats): { total: number; byCommand: Record<string, number> } {
+  const byCommand: Record<string, number> = {};
+  let total = 0;
+  for (const [name, calls] of Object.entries(after)) {
+    if (isAdminCommand(name)) continue;
+    const d = calls - (before[name] ?? 0);
+    if (d > 0) {
+      byCommand[name] = d;
+      total += d;
+    }
+  }
+  return { total, byCommand };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------------
+
+interface Target {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+}
+
+interface RunRecord extends LoadResult {
+  target: string;
+  round: number;
+  redisCommands: number;
+  redisCommandsPerRequest: number;
+  redisByCommand: Record<string, number>;
+}
+
+function cookieHeader(client: BrowserClient, url: string): string {
+  return Object.entries(client.cookies(url))
+    .map(([k, v]) => `${k}=${v}`)
+    .join('; ');
+}
+
+async function expectOk(target: Target): Promise<void> {
+  const res = await fetch(target.url, { headers: target.headers, signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`${target.name}: GET ${target.url} answered ${res.status} before the load: ${text.slice(0, 300)}`);
+}
+
+async function measure(
+  load: BenchChild,
+  redis: RedisServer,
+  target: Target,
+  settings: Settings,
+  durationSec: number,
+  round: number,
+): Promise<RunRecord> {
+  const before = await redis.commandStats();
+  const args: LoadRun = { url: target.url, headers: target.headers, connections: settings.connections, durationSec };
+  const result = await load.call<LoadResult>('run', args, (durationSec + 30) * 1000);
+  const after = await redis.commandStats();
+  const delta = statsDelta(before, after);
+  const record: RunRecord = {
+    ...result,
+    target: target.name,
+    round,
+    redisCommands: delta.total,
+    redisCommandsPerRequest: result.responses ? delta.total / result.responses : 0,
+    redisByCommand: delta.byCommand,
+  };
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+    throw new Error(
+      `${target.name} round ${round}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts out of ${result.responses} responses`,
+    );
+  }
+  return record;
+}
+
+interface StormCall {
+  status: number;
+  digest: string | undefined;
+  ms: number;
+}
+
+function stormCall(agent: http.Agent, url: URL, headers: Record<string, string>, t0: number): Promise<StormCall> {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent, headers, timeout: 15_000 }, (res) => {
+      res.resume();
+      res.once('end', () =>
+        resolve({ status: res.statusCode ?? 0, digest: res.headers['x-bearer-digest'] as string | undefined, ms: performance.now() - t0 }),
+      );
+      res.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
+    });
+    req.once('timeout', () => req.destroy(new Error('timeout')));
+    req.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
+  });
+}
+
+interface StormTrial {
+  trial: number;
+  calls: number;
+  ok: number;
+  statuses: Record<string, number>;
+  refreshGrants: number;
+  distinctTokens: number;
+  tokenChanged: boolean;
+  timeToLastMs: number;
+  p50Ms: number;
+  redisCommands: number;
+  redisByCommand: Record<string, number>;
+}
+
+async function refreshStorm(
+  gateway: BenchChild,
+  idp: BenchChild,
+  redis: RedisServer,
+  target: Target,
+  settings: Settings,
+): Promise<StormTrial[]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: settings.stormCalls });
+  const headers = { ...target.headers, 'x-bench-echo-auth': '1' };
+  const fire = async () => {
+    const t0 = performance.now();
+    return Promise.all(Array.from({ length: settings.stormCalls }, (_, i) => stormCall(agent, new URL(`${target.url}?storm=${i}`), headers, t0)));
+  };
+  const refreshGrants = async () =>
+    (await idp.call<{ grants: Record<string, number> }>('counters')).grants.refresh_token ?? 0;
+  try {
+    // Opens the sockets (so the storm measures the gateway, not 200 TCP handshakes) and notes
+    // the token in use.
+    const warm = await fire();
+    const bad = warm.filter((c) => c.status !== 200).length;
+    if (bad > 0) throw new Error(`refresh storm warm-up: ${bad} of ${warm.length} calls failed`);
+    let previous = new Set(warm.map((c) => c.digest));
+    const trials: StormTrial[] = [];
+    for (let trial = 1; trial <= settings.stormTrials; trial++) {
+      const grantsBefore = await refreshGrants();
+      await gateway.call('advanceClock', STORM_CLOCK_STEP);
+      const before = await redis.commandStats();
+      const calls = await fire();
+      const after = await redis.commandStats();
+      const grants = (await refreshGrants()) - grantsBefore;
+      const digests = new Set(calls.map((c) => c.digest));
+      const statuses: Record<string, number> = {};
+      for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
+      const times = calls.map((c) => c.ms).sort((a, b) => a - b);
+      const delta = statsDelta(before, after);
+      trials.push({
+        trial,
+        calls: calls.length,
+        ok: statuses['200'] ?? 0,
+        statuses,
+        refreshGrants: grants,
+        distinctTokens: digests.size,
+        tokenChanged: [...digests].every((d) => !previous.has(d)),
+        timeToLastMs: times[times.length - 1] ?? 0,
+        p50Ms: median(times),
+        redisCommands: delta.total,
+        redisByCommand: delta.byCommand,
+      });
+      previous = digests;
+    }
+    return trials;
+  } finally {
+    agent.destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+interface TargetSummary {
+  target: string;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+  redisCommandsPerRequest: number;
+  redisByCommandPerRequest: Record<string, number>;
+  rounds: { rps: number; p50Ms: number; p99Ms: number }[];
+}
+
+function summarize(records: RunRecord[], name: string): TargetSummary {
+  const mine = records.filter((r) => r.target === name);
+  const responses = mine.reduce((s, r) => s + r.responses, 0);
+  const byCommand: Record<string, number> = {};
+  for (const r of mine) for (const [c, n] of Object.entries(r.redisByCommand)) byCommand[c] = (byCommand[c] ?? 0) + n;
+  return {
+    target: name,
+    rps: median(mine.map((r) => r.rps)),
+    p50Ms: median(mine.map((r) => r.latencyMs.p50)),
+    p99Ms: median(mine.map((r) => r.latencyMs.p99)),
+    meanMs: median(mine.map((r) => r.latencyMs.mean)),
+    redisCommandsPerRequest: responses ? mine.reduce((s, r) => s + r.redisCommands, 0) / responses : 0,
+    redisByCommandPerRequest: Object.fromEntries(Object.entries(byCommand).map(([c, n]) => [c, round(n / Math.max(1, responses), 4)])),
+    rounds: mine.map((r) => ({ rps: round(r.rps, 1), p50Ms: round(r.latencyMs.p50, 3), p99Ms: round(r.latencyMs.p99, 3) })),
+  };
+}
+
+interface Check {
+  target: string;
+  measured: string;
+  pass: boolean;
+}
+
+function checks(gw: TargetSummary, base: TargetSummary, eoc: TargetSummary): Check[] {
+  return [
+    {
+      target: 'gateway throughput >= 0.9 x baseline',
+      measured: `${round(gw.rps / base.rps, 3)} x`,
+      pass: gw.rps >= 0.9 * base.rps,
+    },
+    {
+      target: 'gateway p99 <= baseline p99 + 2 ms',
+      measured: `${round(gw.p99Ms - base.p99Ms, 2) >= 0 ? '+' : ''}${round(gw.p99Ms - base.p99Ms, 2)} ms`,
+      pass: gw.p99Ms <= base.p99Ms + 2,
+    },
+    {
+      target: 'gateway throughput >= 1.3 x express-openid-connect',
+      measured: `${round(gw.rps / eoc.rps, 3)} x`,
+      pass: gw.rps >= 1.3 * eoc.rps,
+    },
+    {
+      target: 'steady-state Redis commands per proxied call <= 1',
+      measured: `${round(gw.redisCommandsPerRequest, 3)}`,
+      pass: gw.redisCommandsPerRequest <= 1.0005,
+    },
+  ];
+}
+
+function mainTableRows(summaries: TargetSummary[], base: TargetSummary): (string | number)[][] {
+  return summaries.map((s) => [
+    s.target,
+    Math.round(s.rps),
+    s.p50Ms.toFixed(2),
+    s.p99Ms.toFixed(2),
+    (s.rps / base.rps).toFixed(3),
+    s.redisCommandsPerRequest.toFixed(3),
+  ]);
+}
+
+const MAIN_HEADER = ['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'Redis cmds/request'];
+const STORM_HEADER = ['trial', 'calls', 'ok', 'refresh grants', 'distinct tokens', 'new token', 'time to last ms', 'p50 ms', 'Redis cmds'];
+const stormRows = (trials: StormTrial[]) =>
+  trials.map((t) => [t.trial, t.calls, t.ok, t.refreshGrants, t.distinctTokens, t.tokenChanged ? 'yes' : 'NO', t.timeToLastMs.toFixed(1), t.p50Ms.toFixed(1), t.redisCommands]);
+const PROFILE_HEADER = ['#', 'function', 'location', 'self ms', 'self %'];
+const profileRows = (p: ProfileSummary) => p.top.map((e, i) => [i + 1, e.function, e.location || e.category, e.selfMs.toFixed(1), e.percent.toFixed(1)]);
+
+function markdownReport(r: Report): string {
+  const base = r.summary.find((s) => s.target === 'baseline') as TargetSummary;
+  return [
+    `Run ${r.machine.date}: ${r.machine.nproc} CPUs (${r.machine.cpuModel}), Node ${r.machine.node}, Redis ${r.machine.redis}; ` +
+      `${r.settings.rounds} rounds x ${r.settings.durationSec} s per target at ${r.settings.connections} connections${r.settings.quick ? ' (--quick)' : ''}.`,
+    '',
+    markdownTable(MAIN_HEADER, mainTableRows(r.summary, base)),
+    '',
+    markdownTable(['target', 'measured', 'met'], r.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : '**no**'])),
+    '',
+    'Refresh storm:',
+    '',
+    markdownTable(STORM_HEADER, stormRows(r.storm)),
+    '',
+    `Profile (${r.profile.busyMs.toFixed(0)} ms busy of ${r.profile.wallMs.toFixed(0)} ms, ${r.profile.samples} samples):`,
+    '',
+    markdownTable(PROFILE_HEADER, profileRows(r.profile)),
+    '',
+    markdownTable(['category', 'self ms', 'self %'], r.profile.byCategory.slice(0, 12).map((c) => [c.category, c.selfMs.toFixed(1), c.percent.toFixed(1)])),
+    '',
+  ].join('\n');
+}
+
+interface Report {
+  machine: Machine;
+  settings: Settings;
+  summary: TargetSummary[];
+  checks: Check[];
+  runs: RunRecord[];
+  storm: StormTrial[];
+  profile: ProfileSummary;
+  profileLoad: LoadResult;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+async function main(settings: Settings): Promise<number> {
+  const machine = describeMachine();
+  log(`${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`);
+  mkdirSync(resultsDir, { recursive: true });
+  const started: BenchChild[] = [];
+  let redis: RedisServer | undefined;
+  const keep = <T extends BenchChild>(c: T): T => {
+    started.push(c);
+    return c;
+  };
+  try {
+    // --- start everything -----------------------------------------------------------------------
+    const startup = withTimeout('startup', 60_000, (async () => {
+      const [r, upstream, gwPort, eocPort] = await Promise.all([
+        startRedisServer(),
+        startChild<{ url: string }>({ name: 'upstream', module: moduleOf('servers/upstream'), options: { host: HOST } }).then(keep),
+        findFreePort(),
+        findFreePort(),
+      ]);
+      redis = r;
+      const gwUrl = `http://${HOST}:${gwPort}`;
+      const eocUrl = `http://${HOST}:${eocPort}`;
+      const idp = keep(
+        await startChild<{ issuer: string }>({
+          name: 'provider',
+          module: moduleOf('servers/idp'),
+          options: {
+            accessTokenTtl: ACCESS_TOKEN_TTL,
+            clients: [
+              {
+                client_id: GATEWAY_CLIENT.id,
+                client_secret: GATEWAY_CLIENT.secret,
+                redirect_uris: [`${gwUrl}/auth/callback`],
+                post_logout_redirect_uris: [`${gwUrl}/`],
+                grant_types: ['authorization_code', 'refresh_token'],
+                response_types: ['code'],
+              },
+              {
+                client_id: EOC_CLIENT.id,
+                client_secret: EOC_CLIENT.secret,
+                redirect_uris: [`${eocUrl}/callback`],
+                post_logout_redirect_uris: [`${eocUrl}/`],
+                grant_types: ['authorization_code', 'refresh_token'],
+                response_types: ['code'],
+              },
+            ],
+          },
+        }),
+      );
+      const env = { NODE_ENV: 'production' };
+      const [gateway, baseline, eoc, load] = await Promise.all([
+        startChild<{ url: string; cookieName: string }>({
+          name: 'gateway',
+          module: moduleOf('servers/gateway'),
+          env,
+          options: {
+            host: HOST,
+            port: gwPort,
+            issuer: idp.info.issuer,
+            clientId: GATEWAY_CLIENT.id,
+            clientSecret: GATEWAY_CLIENT.secret,
+            redisUrl: r.url,
+            upstream: upstream.info.url,
+          },
+        }).then(keep),
+        startChild<{ url: string }>({ name: 'baseline', module: moduleOf('servers/baseline'), env, options: { host: HOST, upstream: upstream.info.url } }).then(keep),
+        startChild<{ url: string }>({
+          name: 'express-openid-connect',
+          module: moduleOf('servers/eoc'),
+          env,
+          options: {
+            host: HOST,
+            port: eocPort,
+            issuer: idp.info.issuer,
+            clientId: EOC_CLIENT.id,
+            clientSecret: EOC_CLIENT.secret,
+            secret: randomBytes(32).toString('hex'),
+            redisUrl: r.url,
+            upstream: upstream.info.url,
+          },
+        }).then(keep),
+        startChild<Record<string, never>>({ name: 'autocannon', module: moduleOf('load'), options: {} }).then(keep),
+      ]);
+      return { redis: r, upstream, idp, gateway, baseline, eoc, load };
+    })());
+    const { idp, gateway, baseline, eoc, load } = await startup;
+    const redisServer = redis as unknown as RedisServer;
+    log(`started: gateway ${gateway.info.url}, baseline ${baseline.info.url}, express-openid-connect ${eoc.info.url}, provider ${idp.info.issuer}, redis ${redisServer.url}`);
+
+    // --- sign in ---------------------------------------------------------------------------------
+    const { gwCookie, eocCookie } = await withTimeout('sign-in', 30_000, (async () => {
+      const gwClient = new BrowserClient();
+      await signIn(gwClient, gateway.info.url, { user: 'alice', password: 'alice-password' });
+      const eocClient = new BrowserClient();
+      await signIn(eocClient, eoc.info.url, { user: 'alice', password: 'alice-password', loginPath: '/login' });
+      return { gwCookie: cookieHeader(gwClient, gateway.info.url), eocCookie: cookieHeader(eocClient, eoc.info.url) };
+    })());
+    if (!gwCookie.includes(`${gateway.info.cookieName}=`)) throw new Error('the gateway sign-in set no session cookie');
+    if (!eocCookie.includes('appSession=')) throw new Error('the express-openid-connect sign-in set no appSession cookie');
+
+    // Same request bytes everywhere: the baseline gets the gateway's cookie and CSRF header too.
+    const targets: Target[] = [
+      { name: 'gateway', url: `${gateway.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
+      { name: 'baseline', url: `${baseline.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
+      { name: 'express-openid-connect', url: `${eoc.info.url}/api/echo`, headers: { cookie: eocCookie, 'x-csrf': '1' } },
+    ];
+    await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
+    log('signed in on the gateway and on express-openid-connect; every target answers 200');
+
+    // --- warm-up and alternating rounds -----------------------------------------------------------
+    for (const t of targets) {
+      log(`warm-up ${t.name} (${settings.warmupSec} s)`);
+      await measure(load, redisServer, t, settings, settings.warmupSec, 0);
+    }
+    const runs: RunRecord[] = [];
+    for (let round = 1; round <= settings.rounds; round++) {
+      const order = targets.map((_, i) => targets[(i + round - 1) % targets.length] as Target);
+      for (const t of order) {
+        const rec = await measure(load, redisServer, t, settings, settings.durationSec, round);
+        runs.push(rec);
+        log(
+          `round ${round}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req`,
+        );
+      }
+    }
+
+    // --- CPU profile of the gateway under the same load -------------------------------------------
+    const profileFile = path.join(resultsDir, 'gateway.cpuprofile');
+    log(`profiling the gateway under load (${settings.profileSec} s)`);
+    await gateway.call('profileStart', { samplingIntervalUs: 250 });
+    const gwTarget = targets[0] as Target;
+    const profileLoad = await load.call<LoadResult>(
+      'run',
+      { url: gwTarget.url, headers: gwTarget.headers, connections: settings.connections, durationSec: settings.profileSec } satisfies LoadRun,
+      (settings.profileSec + 30) * 1000,
+    );
+    await gateway.call('profileStop', { file: profileFile }, 60_000);
+    const profile = summarizeProfile(profileFile, repoRoot, 10);
+
+    // --- refresh storm -----------------------------------------------------------------------------
+    log(`refresh storm: ${settings.stormCalls} concurrent calls right after expiry, ${settings.stormTrials} trials`);
+    const storm = await withTimeout('refresh storm', 120_000, refreshStorm(gateway, idp, redisServer, gwTarget, settings));
+
+    // --- report ------------------------------------------------------------------------------------
+    const summary = targets.map((t) => summarize(runs, t.name));
+    const [gw, base, ref] = summary as [TargetSummary, TargetSummary, TargetSummary];
+    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profileLoad };
+    writeFileSync(path.join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(path.join(resultsDir, 'latest.md'), markdownReport(report));
+
+    const out = [
+      '',
+      `bff-gateway bench — ${machine.date} — ${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`,
+      `${settings.rounds} alternating rounds x ${settings.durationSec} s per target, ${settings.connections} connections, GET /api/echo` +
+        (settings.quick ? ' (--quick: indicative only)' : ''),
+      '',
+      textTable(MAIN_HEADER, mainTableRows(summary, base)),
+      '',
+      textTable(['target', 'measured', 'met'], report.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : 'NO'])),
+      '',
+      `Refresh storm (${settings.stormCalls} concurrent calls of one session right after its access token expired):`,
+      textTable(STORM_HEADER, stormRows(storm)),
+      '',
+      `Gateway CPU profile (${profile.busyMs.toFixed(0)} ms busy of ${profile.wallMs.toFixed(0)} ms), top self time:`,
+      textTable(PROFILE_HEADER, profileRows(profile)),
+      '',
+      `JSON: ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))}   profile: ${path.relative(process.cwd(), profileFile)}`,
+      '',
+    ];
+    process.stdout.write(out.join('\n'));
+
+    const stormOk = storm.every((t) => t.ok === t.calls && t.refreshGrants === 1 && t.distinctTokens === 1 && t.tokenChanged);
+    if (!stormOk) {
+      log('refresh storm FAILED: expected every call to succeed with one new token and exactly one refresh grant per trial');
+      return 1;
+    }
+    if (settings.strict && report.checks.some((c) => !c.pass)) return 1;
+    return 0;
+  } finally {
+    await Promise.allSettled(started.reverse().map((c) => c.stop(5_000)));
+    await redis?.close();
+  }
+}
+
+let settings: Settings;
+try {
+  settings = parseArgs(process.argv.slice(2));
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping`);
+    killAllChildren();
+    process.exit(130);
+  });
+}
+const deadline = setTimeout(() => {
+  log(`the whole bench did not finish within ${settings.deadlineMs / 1000} s: giving up`);
+  killAllChildren();
+  process.exit(1);
+}, settings.deadlineMs);
+main(settings).then(
+  (code) => {
+    clearTimeout(deadline);
+    process.exit(code);
+  },
+  (err: unknown) => {
+    clearTimeout(deadline);
+    log(`FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    killAllChildren();
+    process.exitCode = 1;
+  },
+);
