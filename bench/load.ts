@@ -18,6 +18,8 @@ export interface LoadRun {
 export interface LoadResult {
   url: string;
   durationSec: number;
+  /** Requests sent (some may still be in flight when the run stops). */
+  sent: number;
   /** Responses received (any status). */
   responses: number;
   ok: number;
@@ -43,6 +45,7 @@ function run(args: LoadRun): Promise<LoadResult> {
         resolve({
           url: args.url,
           durationSec: result.duration,
+          sent: (result.requests as unknown as { sent: number }).sent,
           responses: n,
           ok: result['2xx'],
           non2xx: result.non2xx,

@@ -32,9 +32,13 @@ import { fileURLToPath } from 'node:url';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
+import { Redis } from 'ioredis';
+import { cpuDelta, snapshot } from './lib/cpu.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
+
+const round2 = (v: number) => round(v, 2);
 import type { LoadResult, LoadRun } from './load.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -216,6 +220,27 @@ interface RunRecord extends LoadResult {
   redisCommands: number;
   redisCommandsPerRequest: number;
   redisByCommand: Record<string, number>;
+  /** CPU per request sent (µs), by process: the target, upstream, redis, autocannon. */
+  cpuUsPerRequest: Record<string, number>;
+  /** Average CPU use during the run (% of one core), by process. */
+  cpuPercent: Record<string, number>;
+}
+
+/** Process ids to account CPU to; the target's own process is under `target`. */
+type Pids = Record<string, number>;
+
+const SETTLE_MS = 300;
+
+async function redisPid(url: string): Promise<number> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const info = await client.info('server');
+    return Number(/process_id:(\d+)/.exec(info)?.[1] ?? -1);
+  } finally {
+    client.disconnect();
+  }
 }
 
 function cookieHeader(client: BrowserClient, url: string): string {
@@ -234,22 +259,34 @@ async function measure(
   load: BenchChild,
   redis: RedisServer,
   target: Target,
+  pids: Pids,
   settings: Settings,
   durationSec: number,
   round: number,
 ): Promise<RunRecord> {
+  const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
+  delete procs[target.name];
   const before = await redis.commandStats();
+  const cpuBefore = snapshot(procs);
+  const wallStart = performance.now();
   const args: LoadRun = { url: target.url, headers: target.headers, connections: settings.connections, durationSec };
   const result = await load.call<LoadResult>('run', args, (durationSec + 30) * 1000);
+  // Requests still in flight when autocannon stopped finish now, inside this run's window.
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  const cpu = cpuDelta(cpuBefore, snapshot(procs));
+  const wallMs = performance.now() - wallStart;
   const after = await redis.commandStats();
   const delta = statsDelta(before, after);
+  const sent = Math.max(1, result.sent);
   const record: RunRecord = {
     ...result,
     target: target.name,
     round,
     redisCommands: delta.total,
-    redisCommandsPerRequest: result.responses ? delta.total / result.responses : 0,
+    redisCommandsPerRequest: delta.total / sent,
     redisByCommand: delta.byCommand,
+    cpuUsPerRequest: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((ms * 1000) / sent)])),
+    cpuPercent: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((100 * ms) / wallMs)])),
   };
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
@@ -553,8 +590,16 @@ async function main(settings: Settings): Promise<number> {
       ]);
       return { redis: r, upstream, idp, gateway, baseline, eoc, load };
     })());
-    const { idp, gateway, baseline, eoc, load } = await startup;
+    const { idp, gateway, baseline, eoc, load, upstream } = await startup;
     const redisServer = redis as unknown as RedisServer;
+    const pids: Pids = {
+      gateway: gateway.pid,
+      baseline: baseline.pid,
+      'express-openid-connect': eoc.pid,
+      upstream: upstream.pid,
+      redis: await redisPid(redisServer.url),
+      autocannon: load.pid,
+    };
     log(`started: gateway ${gateway.info.url}, baseline ${baseline.info.url}, express-openid-connect ${eoc.info.url}, provider ${idp.info.issuer}, redis ${redisServer.url}`);
 
     // --- sign in ---------------------------------------------------------------------------------
@@ -580,16 +625,17 @@ async function main(settings: Settings): Promise<number> {
     // --- warm-up and alternating rounds -----------------------------------------------------------
     for (const t of targets) {
       log(`warm-up ${t.name} (${settings.warmupSec} s)`);
-      await measure(load, redisServer, t, settings, settings.warmupSec, 0);
+      await measure(load, redisServer, t, pids, settings, settings.warmupSec, 0);
     }
     const runs: RunRecord[] = [];
     for (let round = 1; round <= settings.rounds; round++) {
       const order = targets.map((_, i) => targets[(i + round - 1) % targets.length] as Target);
       for (const t of order) {
-        const rec = await measure(load, redisServer, t, settings, settings.durationSec, round);
+        const rec = await measure(load, redisServer, t, pids, settings, settings.durationSec, round);
         runs.push(rec);
         log(
-          `round ${round}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req`,
+          `round ${round}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
+            `cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }

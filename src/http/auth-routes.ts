@@ -72,6 +72,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const clock = deps.clock ?? Date.now;
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
+  const userResources = [
+    ...new Set(config.routes.filter((r) => r.resource && (r.auth === 'user' || r.auth === 'user-optional')).map((r) => r.resource as string)),
+  ];
 
   /** The signed-in session's data, or 401 login_required. */
   function signedIn(req: Request): { auth: AuthData; sessionDigest: string; sealed: string } {
@@ -85,7 +88,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
     await withStore(() => deps.loginLimiter.hit(req.ip ?? 'unknown'));
-    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri);
+    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources);
     const binding = randomBytes(32).toString('base64url');
     await withStore(() =>
       transactions.save({

@@ -50,16 +50,21 @@ function granted(
   };
 }
 
+/**
+ * @param resources RFC 8707 resource indicators of the user routes: named at authorization so
+ *   that the grant covers them and a refresh can later ask for a token per resource.
+ */
 export async function startAuthorization(
   provider: ProviderState,
   cfg: OidcConfig,
   redirectUri: string,
+  resources: readonly string[] = [],
 ): Promise<AuthorizationRequest> {
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
   const nonce = oidc.randomNonce();
-  const params: Record<string, string> = {
-    ...cfg.extraAuthParams,
+  const params = new URLSearchParams(cfg.extraAuthParams);
+  for (const [name, value] of Object.entries({
     response_type: 'code',
     scope: cfg.scopes.join(' '),
     redirect_uri: redirectUri,
@@ -67,7 +72,10 @@ export async function startAuthorization(
     nonce,
     code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
     code_challenge_method: 'S256',
-  };
+  })) {
+    params.set(name, value);
+  }
+  for (const resource of resources) params.append('resource', resource);
   return { url: oidc.buildAuthorizationUrl(provider.configuration, params).href, state, nonce, codeVerifier };
 }
 

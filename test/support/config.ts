@@ -14,6 +14,7 @@ export interface TestConfigInput {
   redisUrl?: string;
   keyPrefix?: string;
   scopes?: string[];
+  extraAuthParams?: Record<string, string>;
   routes?: ConfigInput['routes'];
   session?: Partial<NonNullable<ConfigInput['session']>>;
   tokens?: ConfigInput['tokens'];
@@ -33,6 +34,7 @@ export function buildTestConfig(input: TestConfigInput): Config {
         clientId: input.clientId ?? 'bff-test',
         clientSecret: input.clientSecret ?? 'bff-test-secret-0123456789abcdef',
         scopes: input.scopes ?? ['openid', 'profile', 'email', 'offline_access'],
+        ...(input.extraAuthParams ? { extraAuthParams: input.extraAuthParams } : {}),
         clockToleranceSeconds: 5,
       },
       session: {

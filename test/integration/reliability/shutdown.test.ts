@@ -1,0 +1,347 @@
+/**
+ * The real CLI (`node dist/cli.js --config FILE`) as a process (SPEC §1, §2, §7):
+ * SIGTERM stops accepting, lets in-flight requests finish (bounded by
+ * server.shutdownTimeoutSeconds), then exits 0; `--check` validates a config and exits, with one
+ * line per problem and no secret value ever printed.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { stringify as toYaml } from 'yaml';
+import { gatewayClient } from '../../support/gateway.js';
+import { randomKey, randomSecret } from '../../support/config.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const ROOT = process.cwd();
+const CLI = path.join(ROOT, 'dist', 'cli.js');
+const STARTUP_BOUND_MS = 15_000;
+const csrf = { 'x-csrf': '1' };
+
+let tmp: string;
+let provider: TestProvider;
+let upstream: Upstream;
+const children = new Set<ChildProcess>();
+
+function newestMtime(dir: string, ext: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full, ext));
+    else if (entry.name.endsWith(ext)) newest = Math.max(newest, statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+/** Builds dist/ when it is missing or older than any source file. */
+function ensureBuilt(): void {
+  const stale = !existsSync(CLI) || newestMtime(path.join(ROOT, 'src'), '.ts') > statSync(CLI).mtimeMs;
+  if (!stale) return;
+  const started = Date.now();
+  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
+  console.log(`dist/ was stale: tsc -p tsconfig.build.json exited ${tsc.status} in ${Date.now() - started} ms`);
+  // tsc emits even with type errors; only a missing CLI is fatal here.
+  if (!existsSync(CLI)) throw new Error(`build failed: ${tsc.stdout}${tsc.stderr}`);
+}
+
+beforeAll(async () => {
+  ensureBuilt();
+  tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-shutdown-'));
+  upstream = await startUpstream();
+  provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
+}, 200_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await provider?.close();
+  await upstream?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+interface Spawned {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+}
+
+function runCli(args: string[], env: Record<string, string> = {}): Spawned {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  delete childEnv.PORT;
+  delete childEnv.BFF_CONFIG;
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => {
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal, at: performance.now() });
+    });
+  });
+  return { child, output: () => out, exited };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+function writeConfig(name: string, doc: unknown): string {
+  const file = path.join(tmp, name);
+  writeFileSync(file, typeof doc === 'string' ? doc : toYaml(doc));
+  return file;
+}
+
+function gatewayConfig(port: number, shutdownTimeoutSeconds: number) {
+  return {
+    server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, shutdownTimeoutSeconds },
+    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
+    session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
+    redis: { url: redisUrlForTests(), keyPrefix: `shutdown${port}:` },
+    routes: [{ path: '/slow', target: upstream.url, auth: 'none' }],
+    log: { level: 'info' },
+  };
+}
+
+interface Answer {
+  status: number;
+  body: string;
+  at: number;
+}
+
+/** One request on a fresh connection (no keep-alive agent), so a refused connection is visible. */
+function request(port: number, pathname: string, headers: Record<string, string> = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: pathname, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: performance.now() }));
+      res.on('error', reject);
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Resolves with the connect error code (ECONNREFUSED expected) or 'connected'. */
+function tryConnect(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.setTimeout(1_000, () => {
+      socket.destroy();
+      resolve('timeout');
+    });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+async function startGatewayProcess(shutdownTimeoutSeconds: number): Promise<{ proc: Spawned; port: number }> {
+  const port = await findFreePort();
+  const file = writeConfig(`gateway-${port}.yaml`, gatewayConfig(port, shutdownTimeoutSeconds));
+  const proc = runCli(['--config', file]);
+  const started = performance.now();
+  let exited = false;
+  void proc.exited.then(() => (exited = true));
+  for (;;) {
+    if (exited) throw new Error(`the gateway exited during startup:\n${proc.output()}`);
+    const ready = await request(port, '/readyz').catch(() => undefined);
+    if (ready?.status === 200) break;
+    if (performance.now() - started > STARTUP_BOUND_MS) throw new Error(`not ready within ${STARTUP_BOUND_MS} ms:\n${proc.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
+  return { proc, port };
+}
+
+async function waitForUpstreamRequest(count: number): Promise<void> {
+  const deadline = performance.now() + 5_000;
+  while (upstream.requests.length < count) {
+    if (performance.now() > deadline) throw new Error('the slow call never reached the upstream');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('SIGTERM', () => {
+  it('lets an in-flight call finish with 200, refuses new connections meanwhile, and exits 0 within shutdownTimeoutSeconds', async () => {
+    const shutdownTimeoutSeconds = 8;
+    const { proc, port } = await startGatewayProcess(shutdownTimeoutSeconds);
+    upstream.reset();
+    const inflight = request(port, '/slow/slow?ms=1500', csrf);
+    inflight.catch(() => undefined);
+    await waitForUpstreamRequest(1);
+
+    const sigtermAt = performance.now();
+    proc.child.kill('SIGTERM');
+
+    // New connections: refused once shutdown has begun (polled, bounded).
+    let refusedAt: number | undefined;
+    let lastAttempt = '';
+    while (performance.now() - sigtermAt < 2_000) {
+      lastAttempt = await tryConnect(port);
+      if (lastAttempt === 'ECONNREFUSED') {
+        refusedAt = performance.now();
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+
+    const answer = await withTimeout(inflight, 10_000, 'the in-flight call');
+    const exit = await withTimeout(proc.exited, (shutdownTimeoutSeconds + 5) * 1000, 'process exit');
+    const ms = (t: number | undefined) => (t === undefined ? 'never' : `${Math.round(t - sigtermAt)} ms`);
+    console.log(
+      `SIGTERM with a 1500 ms call in flight: new connections refused after ${ms(refusedAt)} (last attempt: ${lastAttempt}), ` +
+        `in-flight call answered ${answer.status} after ${ms(answer.at)}, process exited ${exit.code ?? exit.signal} after ${ms(exit.at)} ` +
+        `(shutdownTimeoutSeconds ${shutdownTimeoutSeconds})`,
+    );
+
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ ms: 1500 });
+    expect(refusedAt).toBeDefined();
+    expect(refusedAt as number).toBeLessThan(answer.at);
+    expect(exit.code).toBe(0);
+    expect(exit.at - sigtermAt).toBeLessThanOrEqual(shutdownTimeoutSeconds * 1000 + 2_000);
+    expect(proc.output()).toMatch(/"event":"shutdown"/);
+  });
+
+  it('exits 0 once shutdownTimeoutSeconds is up even when a call is still running', async () => {
+    const shutdownTimeoutSeconds = 2;
+    const { proc, port } = await startGatewayProcess(shutdownTimeoutSeconds);
+    upstream.reset();
+    const inflight = request(port, '/slow/slow?ms=20000', csrf).then(
+      (a) => `answered ${a.status}`,
+      (err: Error) => `cut (${err.message})`,
+    );
+    await waitForUpstreamRequest(1);
+    const sigtermAt = performance.now();
+    proc.child.kill('SIGTERM');
+    const exit = await withTimeout(proc.exited, (shutdownTimeoutSeconds + 8) * 1000, 'process exit');
+    const fate = await withTimeout(inflight, 5_000, 'the cut call');
+    const elapsed = Math.round(exit.at - sigtermAt);
+    console.log(`SIGTERM with a 20 s call in flight: exited ${exit.code ?? exit.signal} after ${elapsed} ms (shutdownTimeoutSeconds 2); the call was ${fate}`);
+    expect(exit.code).toBe(0);
+    expect(elapsed).toBeGreaterThanOrEqual(shutdownTimeoutSeconds * 1000 - 250);
+    expect(elapsed).toBeLessThanOrEqual(shutdownTimeoutSeconds * 1000 + 3_000);
+  });
+
+  it('exits 0 promptly when idle', async () => {
+    const { proc } = await startGatewayProcess(10);
+    const sigtermAt = performance.now();
+    proc.child.kill('SIGTERM');
+    const exit = await withTimeout(proc.exited, 15_000, 'process exit');
+    const elapsed = Math.round(exit.at - sigtermAt);
+    console.log(`SIGTERM while idle: exited ${exit.code ?? exit.signal} after ${elapsed} ms (shutdownTimeoutSeconds 10)`);
+    expect(exit.code).toBe(0);
+    expect(elapsed).toBeLessThan(5_000);
+  });
+});
+
+describe('--check', () => {
+  const SECRETS = {
+    sessionSecret: 'short-SESSION-SECRET-aa11',
+    encryptionKey: 'not-a-key-ENCRYPTION-SECRET-bb22',
+    clientSecret: 'CLIENT-SECRET-VALUE-cc33',
+    redisPassword: 'REDIS-PASSWORD-dd44',
+    envSecret: 'ENV-INTERPOLATED-SECRET-ee55',
+  };
+
+  function expectNoSecrets(output: string): void {
+    for (const [name, value] of Object.entries(SECRETS)) {
+      if (output.includes(value)) throw new Error(`${name} was printed`);
+      // not even a distinctive fragment
+      const fragment = value.split('-').filter((p) => p.length >= 5 && /[A-Z]/.test(p))[0];
+      if (fragment && output.includes(fragment)) throw new Error(`a fragment of ${name} was printed`);
+    }
+  }
+
+  it('exits 1 on a bad config with one line per problem, naming each key path, and prints no secret', async () => {
+    const file = writeConfig('bad.yaml', {
+      server: { prot: 3000, publicUrl: 'ftp://app.example.com' },
+      oidc: {
+        issuer: 'https://idp.example.com',
+        clientId: 'bff',
+        clientSecret: SECRETS.clientSecret,
+        clientAuthMethod: 'client_secret_magic',
+      },
+      session: { secrets: [SECRETS.sessionSecret, '${SOME_SECRET}'], encryptionKeys: [SECRETS.encryptionKey] },
+      redis: { url: `http://user:${SECRETS.redisPassword}@127.0.0.1:6379` },
+      log: { level: 'loud' },
+    });
+    const proc = runCli(['--config', file, '--check'], { SOME_SECRET: SECRETS.envSecret });
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    const output = proc.output();
+    console.log(`--check on a bad config (exit ${exit.code}):\n${output}`);
+    expect(exit.code).toBe(1);
+    expectNoSecrets(output);
+
+    const expectedPaths = [
+      'server',
+      'server.publicUrl',
+      'oidc.clientAuthMethod',
+      'session.secrets[0]',
+      'session.secrets[1]',
+      'session.encryptionKeys[0]',
+      'redis.url',
+      'log.level',
+    ];
+    const problemLines = output.split('\n').filter((l) => /^\s+\S+: /.test(l));
+    for (const p of expectedPaths) {
+      const escaped = p.replace(/[.[\]]/g, (c) => `\\${c}`);
+      expect(problemLines.filter((l) => new RegExp(`^\\s+${escaped}: `).test(l))).toHaveLength(1);
+    }
+    expect(problemLines).toHaveLength(expectedPaths.length);
+    expect(problemLines.find((l) => l.includes('server:'))).toMatch(/prot/);
+  });
+
+  it('exits 1 on YAML that does not parse, giving the position but not the offending text', async () => {
+    const file = writeConfig('broken.yaml', `session:\n  secrets: ["${SECRETS.sessionSecret}\n  encryptionKeys: [${SECRETS.encryptionKey}\n`);
+    const proc = runCli(['--config', file, '--check']);
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    const output = proc.output();
+    expect(exit.code).toBe(1);
+    expectNoSecrets(output);
+    expect(output).toMatch(/line \d+/);
+  });
+
+  it('exits 1 on a missing file', async () => {
+    const proc = runCli(['--config', path.join(tmp, 'does-not-exist.yaml'), '--check']);
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    expect(exit.code).toBe(1);
+    expect(proc.output()).toMatch(/ENOENT/);
+  });
+
+  it('exits 0 on a good config without connecting to anything', async () => {
+    const doc = gatewayConfig(1, 10);
+    // Nothing listens there: --check must not try.
+    doc.oidc.issuer = 'http://127.0.0.1:1';
+    doc.redis.url = 'redis://127.0.0.1:1';
+    const file = writeConfig('good.yaml', doc);
+    const started = performance.now();
+    const proc = runCli(['--config', file, '--check']);
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    console.log(`--check on a good config: exit ${exit.code} in ${Math.round(exit.at - started)} ms: ${proc.output().trim()}`);
+    expect(exit.code).toBe(0);
+    expect(proc.output()).toMatch(/valid/);
+    expect(proc.output()).not.toContain(doc.session.secrets[0] as string);
+    expect(proc.output()).not.toContain(doc.session.encryptionKeys[0] as string);
+  });
+});
