@@ -398,12 +398,21 @@ interface TargetSummary {
   meanMs: number;
   redisCommandsPerRequest: number;
   redisByCommandPerRequest: Record<string, number>;
+  /** Median over rounds, µs of CPU per request, by process (`target` = the server under test). */
+  cpuUsPerRequest: Record<string, number>;
+  /** Median over rounds, % of one core, by process. */
+  cpuPercent: Record<string, number>;
   rounds: { rps: number; p50Ms: number; p99Ms: number }[];
+}
+
+function medianBy(records: RunRecord[], pick: (r: RunRecord) => Record<string, number>): Record<string, number> {
+  const names = new Set(records.flatMap((r) => Object.keys(pick(r))));
+  return Object.fromEntries([...names].map((n) => [n, round(median(records.map((r) => pick(r)[n] ?? 0)), 1)]));
 }
 
 function summarize(records: RunRecord[], name: string): TargetSummary {
   const mine = records.filter((r) => r.target === name);
-  const responses = mine.reduce((s, r) => s + r.responses, 0);
+  const sent = mine.reduce((s, r) => s + r.sent, 0);
   const byCommand: Record<string, number> = {};
   for (const r of mine) for (const [c, n] of Object.entries(r.redisByCommand)) byCommand[c] = (byCommand[c] ?? 0) + n;
   return {
@@ -412,8 +421,10 @@ function summarize(records: RunRecord[], name: string): TargetSummary {
     p50Ms: median(mine.map((r) => r.latencyMs.p50)),
     p99Ms: median(mine.map((r) => r.latencyMs.p99)),
     meanMs: median(mine.map((r) => r.latencyMs.mean)),
-    redisCommandsPerRequest: responses ? mine.reduce((s, r) => s + r.redisCommands, 0) / responses : 0,
-    redisByCommandPerRequest: Object.fromEntries(Object.entries(byCommand).map(([c, n]) => [c, round(n / Math.max(1, responses), 4)])),
+    redisCommandsPerRequest: sent ? mine.reduce((s, r) => s + r.redisCommands, 0) / sent : 0,
+    redisByCommandPerRequest: Object.fromEntries(Object.entries(byCommand).map(([c, n]) => [c, round(n / Math.max(1, sent), 4)])),
+    cpuUsPerRequest: medianBy(mine, (r) => r.cpuUsPerRequest),
+    cpuPercent: medianBy(mine, (r) => r.cpuPercent),
     rounds: mine.map((r) => ({ rps: round(r.rps, 1), p50Ms: round(r.latencyMs.p50, 3), p99Ms: round(r.latencyMs.p99, 3) })),
   };
 }
@@ -457,10 +468,15 @@ function mainTableRows(summaries: TargetSummary[], base: TargetSummary): (string
     s.p99Ms.toFixed(2),
     (s.rps / base.rps).toFixed(3),
     s.redisCommandsPerRequest.toFixed(3),
+    (s.cpuUsPerRequest.target ?? 0).toFixed(0),
+    (s.cpuUsPerRequest.redis ?? 0).toFixed(0),
   ]);
 }
 
-const MAIN_HEADER = ['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'Redis cmds/request'];
+const MAIN_HEADER = ['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'Redis cmds/request', 'server CPU µs/req', 'redis CPU µs/req'];
+const CPU_HEADER = ['target', 'server %', 'upstream %', 'redis %', 'autocannon %'];
+const cpuRows = (summaries: TargetSummary[]) =>
+  summaries.map((s) => [s.target, ...['target', 'upstream', 'redis', 'autocannon'].map((k) => (s.cpuPercent[k] ?? 0).toFixed(0))]);
 const STORM_HEADER = ['trial', 'calls', 'ok', 'refresh grants', 'distinct tokens', 'new token', 'time to last ms', 'p50 ms', 'Redis cmds'];
 const stormRows = (trials: StormTrial[]) =>
   trials.map((t) => [t.trial, t.calls, t.ok, t.refreshGrants, t.distinctTokens, t.tokenChanged ? 'yes' : 'NO', t.timeToLastMs.toFixed(1), t.p50Ms.toFixed(1), t.redisCommands]);
@@ -476,6 +492,10 @@ function markdownReport(r: Report): string {
     markdownTable(MAIN_HEADER, mainTableRows(r.summary, base)),
     '',
     markdownTable(['target', 'measured', 'met'], r.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : '**no**'])),
+    '',
+    'CPU use during the measured runs (median, % of one core):',
+    '',
+    markdownTable(CPU_HEADER, cpuRows(r.summary)),
     '',
     'Refresh storm:',
     '',
@@ -673,6 +693,9 @@ async function main(settings: Settings): Promise<number> {
       textTable(MAIN_HEADER, mainTableRows(summary, base)),
       '',
       textTable(['target', 'measured', 'met'], report.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : 'NO'])),
+      '',
+      'CPU use during the measured runs (median, % of one core):',
+      textTable(CPU_HEADER, cpuRows(summary)),
       '',
       `Refresh storm (${settings.stormCalls} concurrent calls of one session right after its access token expired):`,
       textTable(STORM_HEADER, stormRows(storm)),
