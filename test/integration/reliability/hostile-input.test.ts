@@ -1,0 +1,473 @@
+/**
+ * SPEC §7 "Bad input gets a 4xx and a clear error, never a crash or a 500", property-based:
+ * random and malformed cookies, header values, paths, query strings, methods and bodies, at
+ * every endpoint, over raw TCP (fetch and http.request would normalise or refuse much of this).
+ *
+ * Every answer must be < 500 and must arrive (no dropped connection); every JSON error from the
+ * gateway has the SPEC §6 shape with no-store; no body carries a stack trace or a source path.
+ * Node's own HTTP parser answers some inputs itself (400, 431) before the gateway sees them:
+ * fine, those are < 500 too.
+ */
+import fc from 'fast-check';
+import net from 'node:net';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const NUM_RUNS = 150;
+const REQUEST_TIMEOUT_MS = 10_000;
+
+let provider: TestProvider;
+let upstream: Upstream;
+let gw: TestGateway;
+let port: number;
+let sessionCookieName: string;
+let loginCookieName: string;
+/** A real, signed-in session cookie value (as the browser stores it). */
+let realSession: string;
+const statusCounts = new Map<number, number>();
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 600 } });
+  const config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    // High enough that the login endpoint's deeper code runs instead of a 429.
+    rateLimit: { loginPerMinute: 100_000 },
+    routes: [
+      { path: '/api', target: upstream.url, auth: 'user' },
+      { path: '/public', target: upstream.url, auth: 'none' },
+    ],
+    logLevel: 'warn',
+  });
+  gw = await startTestGateway(config, reserved);
+  port = reserved.port;
+  sessionCookieName = config.derived.sessionCookieName;
+  loginCookieName = config.derived.loginCookieName;
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  realSession = client.cookies(gw.url)[sessionCookieName] as string;
+}, 30_000);
+
+afterAll(async () => {
+  const summary = [...statusCounts.entries()].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(' ');
+  console.log(`hostile input: ${[...statusCounts.values()].reduce((a, b) => a + b, 0)} requests, statuses ${summary}`);
+  await gw?.close();
+  await provider?.close();
+  await upstream?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// A raw HTTP/1.1 client: bytes out exactly as given, one connection per request.
+// ---------------------------------------------------------------------------------------------
+
+interface RawRequest {
+  method: string;
+  /** Request target, as bytes in a latin1 string (see bytes()). */
+  target: string;
+  /** [name, value] pairs, in order, duplicates allowed; latin1 strings. No Host means a default one. */
+  headers?: Array<[string, string]>;
+  body?: string;
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Map<string, string[]>;
+  body: string;
+}
+
+/** A Unicode string as its UTF-8 bytes, one latin1 char per byte. */
+const bytes = (s: string) => Buffer.from(s, 'utf8').toString('latin1');
+
+function describe_(req: RawRequest): string {
+  const headers = (req.headers ?? []).map(([n, v]) => `${n}: ${v.length > 120 ? `${v.slice(0, 120)}…(${v.length})` : v}`);
+  const target = req.target.length > 200 ? `${req.target.slice(0, 200)}…(${req.target.length})` : req.target;
+  return `${req.method} ${JSON.stringify(target)} ${JSON.stringify(headers)}${req.body ? ` body(${req.body.length})` : ''}`;
+}
+
+function dechunk(body: Buffer): Buffer {
+  const out: Buffer[] = [];
+  let i = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', i);
+    if (eol < 0) break;
+    const size = parseInt(body.subarray(i, eol).toString('latin1'), 16);
+    if (!Number.isFinite(size) || size === 0) break;
+    out.push(body.subarray(eol + 2, eol + 2 + size));
+    i = eol + 2 + size + 2;
+  }
+  return Buffer.concat(out);
+}
+
+function parseAnswer(raw: Buffer): RawAnswer | undefined {
+  let rest = raw;
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end < 0) return undefined;
+    const head = rest.subarray(0, end).toString('latin1').split('\r\n');
+    const m = /^HTTP\/1\.[01] (\d{3})/.exec(head[0] ?? '');
+    if (!m) return undefined;
+    const status = Number(m[1]);
+    const headers = new Map<string, string[]>();
+    for (const line of head.slice(1)) {
+      const colon = line.indexOf(':');
+      if (colon < 0) continue;
+      const name = line.slice(0, colon).trim().toLowerCase();
+      headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
+    }
+    const bodyBytes = rest.subarray(end + 4);
+    if (status >= 100 && status < 200) {
+      rest = bodyBytes; // 100 Continue and friends: the real answer follows
+      continue;
+    }
+    const chunked = (headers.get('transfer-encoding') ?? []).some((v) => /chunked/i.test(v));
+    return { status, headers, body: (chunked ? dechunk(bodyBytes) : bodyBytes).toString('utf8') };
+  }
+}
+
+function send(req: RawRequest): Promise<RawAnswer> {
+  const headers = req.headers ?? [];
+  const hasHost = headers.some(([n]) => n.toLowerCase() === 'host');
+  let head = `${req.method} ${req.target} HTTP/1.1\r\n`;
+  if (!hasHost) head += `Host: 127.0.0.1:${port}\r\n`;
+  for (const [name, value] of headers) head += `${name}: ${value}\r\n`;
+  const body = req.body === undefined ? undefined : Buffer.from(req.body, 'latin1');
+  if (body) head += `Content-Length: ${body.length}\r\n`;
+  head += 'Connection: close\r\n\r\n';
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const chunks: Buffer[] = [];
+    let settled = false;
+    const finish = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      const answer = parseAnswer(Buffer.concat(chunks));
+      if (answer) resolve(answer);
+      else reject(new Error(`no HTTP answer (${err ? err.message : 'connection closed'}) to ${describe_(req)}; got ${JSON.stringify(Buffer.concat(chunks).toString('latin1').slice(0, 200))}`));
+    };
+    const timer = setTimeout(() => finish(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)), REQUEST_TIMEOUT_MS);
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.once('end', () => finish());
+    socket.once('close', () => finish());
+    // A reset after the answer arrived is fine; without one, finish() reports it.
+    socket.once('error', (err) => finish(err));
+    socket.once('connect', () => {
+      socket.write(Buffer.from(head, 'latin1'));
+      if (body) socket.write(body);
+    });
+  });
+}
+
+const STACK = /\bat .+\.(ts|js):\d+|node_modules|\/src\/\S+\.ts/;
+
+/** Sends, then checks everything SPEC §6/§7 promises about the answer. */
+async function check(req: RawRequest): Promise<RawAnswer> {
+  const res = await send(req);
+  statusCounts.set(res.status, (statusCounts.get(res.status) ?? 0) + 1);
+  const where = `${res.status} for ${describe_(req)}: ${res.body.slice(0, 300)}`;
+  if (res.status >= 500) throw new Error(`5xx: ${where}`);
+  if (STACK.test(res.body)) throw new Error(`stack trace or source path in the body: ${where}`);
+  const type = res.headers.get('content-type')?.[0] ?? '';
+  if (res.status >= 400 && /json/i.test(type)) {
+    let body: unknown;
+    try {
+      body = JSON.parse(res.body);
+    } catch {
+      throw new Error(`invalid JSON: ${where}`);
+    }
+    const keys = body && typeof body === 'object' ? Object.keys(body).sort().join(',') : '';
+    const { error, error_description } = (body ?? {}) as Record<string, unknown>;
+    if (keys !== 'error,error_description' || typeof error !== 'string' || typeof error_description !== 'string' || !/^[a-z_]+$/.test(error)) {
+      throw new Error(`not the SPEC error shape: ${where}`);
+    }
+    if (!(res.headers.get('cache-control') ?? []).some((v) => v.includes('no-store'))) throw new Error(`no Cache-Control: no-store: ${where}`);
+  }
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generators
+// ---------------------------------------------------------------------------------------------
+
+/** Gateway-owned endpoints and proxied paths; '{x}' is replaced by a random segment. */
+const ENDPOINTS = [
+  '/auth/login',
+  '/auth/callback',
+  '/auth/user',
+  '/auth/logout',
+  '/auth/sessions',
+  '/auth/sessions/{x}',
+  '/auth/backchannel-logout',
+  '/auth/{x}',
+  '/api/echo',
+  '/api/{x}/echo',
+  '/public/echo',
+  '/public/{x}/echo',
+  '/healthz',
+  '/readyz',
+  '/metrics',
+  '/{x}',
+];
+/** Endpoints where the real session must not be sent with the CSRF header (it would end it). */
+const ENDS_SESSION = /^\/auth\/(logout|sessions)/;
+
+const printable = fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c));
+const obsText = fc.integer({ min: 0x80, max: 0xff }).map((c) => String.fromCharCode(c));
+const control = fc.constantFrom('\x00', '\x01', '\x07', '\x1b', '\x7f', '\r', '\n');
+/** Mostly printable, some obs-text bytes, rarely a control byte (Node answers those with 400). */
+const headerChar = fc.oneof({ weight: 30, arbitrary: printable }, { weight: 3, arbitrary: obsText }, { weight: 1, arbitrary: fc.constant('\t') }, { weight: 1, arbitrary: control });
+const headerValue = (maxLength = 300) => fc.string({ unit: headerChar, maxLength });
+const unicode = fc.string({ unit: 'grapheme', maxLength: 20 }).map(bytes);
+
+const badPercent = fc.constantFrom('%', '%z', '%zz', '%4', '%g0', '%E0%A4%A', '%C3', '%ff%fe', '%00', '%0d%0a', '%2e%2e', '%2f', '%5c', '%%', '%u0041', '%252e', '%E2%82');
+const pathSegment = fc.oneof(
+  fc.string({ unit: fc.constantFrom('a', 'b', 'Z', '0', '-', '_', '.', '~', '!', '$', '&', "'", '(', ')', '*', '+', ',', ';', '=', ':', '@'), minLength: 1, maxLength: 12 }),
+  badPercent,
+  fc.constantFrom('..', '.', '', '\\', '%2e', '.%2e', 'echo', 'user'),
+  unicode.filter((s) => s.length > 0),
+  fc.string({ unit: obsText, minLength: 1, maxLength: 4 }),
+);
+const queryPart = fc.oneof(
+  fc.string({ unit: fc.oneof(printable.filter((c) => c !== ' ' && c !== '#'), badPercent), maxLength: 60 }),
+  fc.tuple(fc.constantFrom('returnTo', 'state', 'code', 'iss', 'error', 'error_description', 'session_state', 'a[b]', 'returnTo[x]', '__proto__', 'constructor'), fc.string({ unit: fc.oneof(printable.filter((c) => c !== ' ' && c !== '#' && c !== '&'), badPercent), maxLength: 60 })).map(([k, v]) => `${k}=${v}`),
+);
+const query = fc.array(queryPart, { maxLength: 6 }).map((parts) => (parts.length ? `?${parts.join('&')}` : ''));
+
+const endpoint = fc.tuple(fc.constantFrom(...ENDPOINTS), pathSegment).map(([e, x]) => e.replace('{x}', x || 'x'));
+const method = fc.constantFrom('GET', 'GET', 'GET', 'POST', 'POST', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS');
+
+function b64(s: string): string {
+  return Buffer.from(s).toString('base64url');
+}
+
+/** Session/login cookie values: garbage, huge, bad signatures, broken encoding, the real one tampered. */
+const cookieValue = fc.oneof(
+  headerValue(200).map((v) => v.replace(/[;\r\n\x00]/g, '')),
+  fc.integer({ min: 1_000, max: 8_000 }).chain((n) => fc.string({ unit: printable.filter((c) => c !== ';'), minLength: n, maxLength: n })),
+  fc.tuple(fc.string({ unit: 'grapheme-ascii', maxLength: 40 }), fc.string({ unit: 'grapheme-ascii', maxLength: 50 })).map(([id, sig]) => `s%3A${encodeURIComponent(id)}.${encodeURIComponent(sig)}`),
+  fc.tuple(fc.string({ unit: 'grapheme-ascii', maxLength: 40 }), fc.string({ unit: 'grapheme-ascii', maxLength: 50 })).map(([id, sig]) => `s:${id}.${sig}`),
+  badPercent.map((p) => `s${p}abc.def`),
+  fc.constantFrom('', '""', '"s%3Aabc.def"', 's%3A', 's:', 's:.', '.', '%', '=', '==', 'j%3A%7B%7D', 'j:{"__proto__":{"x":1}}'),
+  fc.nat().map(() => realSession.slice(0, -3) + 'AAA'),
+  fc.nat().map(() => realSession.replace('s%3A', 's%3AX')),
+  fc.nat().map(() => `${realSession}${realSession}`),
+);
+const cookieHeader = fc
+  .array(
+    fc.oneof(
+      cookieValue.map((v) => `${sessionCookieName}=${v}`),
+      fc.tuple(fc.string({ unit: 'grapheme-ascii', maxLength: 12 }), cookieValue).map(([id, v]) => `${loginCookieName}.${id.replace(/[;=\s]/g, '')}=${v}`),
+      fc.tuple(fc.string({ unit: printable.filter((c) => c !== ';'), maxLength: 20 }), cookieValue).map(([n, v]) => `${n}=${v}`),
+      headerValue(60).map((v) => v.replace(/[\r\n\x00]/g, '')),
+      fc.nat().map(() => `${sessionCookieName}=${realSession}`),
+    ),
+    { minLength: 1, maxLength: 5 },
+  )
+  .map((parts) => parts.join('; '));
+
+function baseHeaders(target: string, csrf: boolean, accept: string): Array<[string, string]> {
+  const out: Array<[string, string]> = [['Accept', accept]];
+  if (csrf) out.push(['x-csrf', '1']);
+  return out;
+}
+
+const accept = fc.constantFrom('application/json', 'text/html', '*/*', 'text/html,application/xhtml+xml;q=0.9,*/*;q=0.8', '');
+
+// ---------------------------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------------------------
+
+const runs = { numRuns: NUM_RUNS, endOnFailure: true };
+
+it('survives random and malformed cookies at every endpoint', async () => {
+  await fc.assert(
+    fc.asyncProperty(endpoint, method, cookieHeader, fc.boolean(), accept, fc.boolean(), async (target, m, cookies, csrf, acc, twoHeaders) => {
+      const unsafe = ENDS_SESSION.test(target) && cookies.includes(realSession);
+      const headers = baseHeaders(target, csrf && !unsafe, acc);
+      if (twoHeaders) {
+        // the same cookies split over two Cookie headers, with a forged session in front
+        headers.push(['Cookie', `${sessionCookieName}=s%3Aforged.sig`], ['Cookie', cookies]);
+      } else headers.push(['Cookie', cookies]);
+      await check({ method: m, target, headers });
+    }),
+    runs,
+  );
+});
+
+it('survives random header values (and a few random header names) at every endpoint', async () => {
+  const names = fc.constantFrom(
+    'Accept', 'Accept-Language', 'Accept-Encoding', 'User-Agent', 'Referer', 'Origin', 'Host', 'x-csrf', 'Authorization',
+    'Cookie', 'Content-Type', 'X-Forwarded-For', 'X-Forwarded-Host', 'X-Forwarded-Proto', 'Forwarded', 'X-Real-IP',
+    'If-None-Match', 'If-Modified-Since', 'Range', 'X-Requested-With', 'Sec-Fetch-Site', 'Cache-Control', 'Expect', 'TE', 'Via',
+  );
+  const tokenName = fc.string({ unit: fc.constantFrom(...'abcxyzABC0189-_!#$%&*+.^`|~'.split('')), minLength: 1, maxLength: 20 });
+  const header = fc.tuple(fc.oneof({ weight: 4, arbitrary: names }, { weight: 1, arbitrary: tokenName }), headerValue(400));
+  await fc.assert(
+    fc.asyncProperty(endpoint, method, fc.array(header, { minLength: 1, maxLength: 8 }), fc.boolean(), async (target, m, random, withSession) => {
+      const headers: Array<[string, string]> = [['x-csrf', '1']];
+      if (withSession && !ENDS_SESSION.test(target)) headers.push(['Cookie', `${sessionCookieName}=${realSession}`]);
+      for (const [name, value] of random) {
+        // a hostile x-csrf value must not end the real session through logout either
+        if (ENDS_SESSION.test(target) && /^(cookie|x-csrf)$/i.test(name)) continue;
+        headers.push([name, value]);
+      }
+      await check({ method: m, target, headers });
+    }),
+    runs,
+  );
+});
+
+it('survives broken percent-encoding, dot segments and raw bytes in paths and query strings', async () => {
+  const prefix = fc.constantFrom('/auth/', '/api/', '/public/', '/', '/auth/callback/', '/healthz/', '/api', '/public', '//', '/auth//login');
+  await fc.assert(
+    fc.asyncProperty(prefix, fc.array(pathSegment, { maxLength: 6 }), query, method, fc.boolean(), async (p, segments, q, m, withSession) => {
+      const target = `${p}${segments.join('/')}${q}`;
+      const headers: Array<[string, string]> = [['x-csrf', '1'], ['Accept', 'application/json']];
+      if (withSession && !ENDS_SESSION.test(target)) headers.push(['Cookie', `${sessionCookieName}=${realSession}`]);
+      await check({ method: m, target, headers });
+    }),
+    runs,
+  );
+});
+
+it('survives giant query strings (8–14 KB) at every endpoint', async () => {
+  const giant = fc.tuple(fc.integer({ min: 8_000, max: 14_000 }), fc.constantFrom('returnTo', 'state', 'code', 'x', 'returnTo[]', 'iss'), fc.constantFrom('a', '%2F', '%zz', '/', '%E2%82%AC', '&x=')).map(
+    ([n, name, unit]) => `${name}=${unit.repeat(Math.ceil(n / unit.length)).slice(0, n)}`,
+  );
+  await fc.assert(
+    fc.asyncProperty(endpoint, giant, fc.constantFrom('GET', 'POST', 'HEAD'), accept, async (target, q, m, acc) => {
+      const res = await check({ method: m, target: `${target}?${q}`, headers: baseHeaders(target, true, acc) });
+      expect(res.status).toBeLessThan(500);
+    }),
+    { ...runs, numRuns: 60 },
+  );
+});
+
+it('survives repeated and nested query parameters at the sign-in endpoints and elsewhere', async () => {
+  const name = fc.constantFrom('returnTo', 'state', 'code', 'iss', 'error', 'returnTo[a]', 'state[]', 'code[0]', 'returnTo[__proto__]');
+  const value = fc.oneof(fc.constantFrom('/a', '//evil.example', 'x', '', '%zz', 'https://evil.example'), fc.string({ unit: printable.filter((c) => !' #&'.includes(c)), maxLength: 30 }));
+  await fc.assert(
+    fc.asyncProperty(endpoint, fc.array(fc.tuple(name, value), { minLength: 2, maxLength: 12 }), accept, async (target, params, acc) => {
+      const q = params.map(([k, v]) => `${k}=${v}`).join('&');
+      const res = await check({ method: 'GET', target: `${target}?${q}`, headers: baseHeaders(target, true, acc) });
+      if (/^\/auth\/login$/.test(target) && params.filter(([k]) => k === 'returnTo').length > 1) expect(res.status).toBe(400);
+    }),
+    runs,
+  );
+});
+
+it('refuses a 10 KB state at /auth/callback with a 4xx, as JSON or as an HTML page', async () => {
+  const state = 'A'.repeat(10 * 1024);
+  const cookie = `${loginCookieName}.abcdef012345=${'b'.repeat(43)}`;
+  const json = await check({ method: 'GET', target: `/auth/callback?state=${state}&code=abc`, headers: [['Accept', 'application/json'], ['Cookie', cookie]] });
+  expect(json.status).toBeGreaterThanOrEqual(400);
+  expect(json.status).toBeLessThan(500);
+  expect(json.headers.get('content-type')?.[0]).toMatch(/json/);
+  const html = await check({ method: 'GET', target: `/auth/callback?state=${state}&code=abc&iss=x`, headers: [['Accept', 'text/html'], ['Cookie', cookie]] });
+  expect(html.status).toBe(json.status);
+  expect(html.headers.get('content-type')?.[0]).toMatch(/html/);
+});
+
+it('survives random callback parameters of any length (state up to 12 KB)', async () => {
+  const long = fc.integer({ min: 0, max: 12_000 }).chain((n) => fc.constantFrom('a', '-', '_', '%41', '%zz').map((u) => u.repeat(Math.ceil(n / u.length)).slice(0, n)));
+  await fc.assert(
+    fc.asyncProperty(long, fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 100 })), fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 40 })), accept, cookieHeader, async (state, code, error, acc, cookies) => {
+      const params = [`state=${state}`];
+      if (code !== null) params.push(`code=${encodeURIComponent(code)}`);
+      if (error !== null) params.push(`error=${encodeURIComponent(error)}`);
+      await check({ method: 'GET', target: `/auth/callback?${params.join('&')}`, headers: [['Accept', acc], ['Cookie', cookies]] });
+    }),
+    runs,
+  );
+});
+
+it('answers garbage logout_token bodies at POST /auth/backchannel-logout with a 4xx', async () => {
+  const jwtish = fc
+    .tuple(fc.json(), fc.json(), fc.string({ unit: 'grapheme-ascii', maxLength: 80 }))
+    .map(([h, p, s]) => `${b64(h)}.${b64(p)}.${b64(s)}`);
+  const claimsJwt = fc
+    .record({ alg: fc.constantFrom('none', 'HS256', 'RS256', 'ES256', 'EdDSA', ''), kid: fc.string({ maxLength: 10 }), typ: fc.constantFrom('logout+jwt', 'JWT', '') })
+    .chain((header) =>
+      fc.record({ iss: fc.oneof(fc.constant(provider.issuer), fc.string()), aud: fc.oneof(fc.constant('bff-test'), fc.string()), iat: fc.integer(), sid: fc.string(), sub: fc.string(), events: fc.json() }).map(
+        (claims) => `${b64(JSON.stringify(header))}.${b64(JSON.stringify(claims))}.`,
+      ),
+    );
+  const token = fc.oneof(jwtish, claimsJwt, fc.string({ unit: 'grapheme-ascii', maxLength: 2_000 }), fc.string({ unit: 'binary', maxLength: 200 }).map(bytes), fc.constantFrom('', '.', '..', '...', 'a.b.c', 'e30.e30.', 'e30.e30.e30'));
+  const body = fc.oneof(
+    token.map((t) => ({ type: 'application/x-www-form-urlencoded', body: `logout_token=${encodeURIComponent(t)}` })),
+    token.map((t) => ({ type: 'application/x-www-form-urlencoded', body: `logout_token=${t}` })),
+    fc.tuple(token, token).map(([a, b]) => ({ type: 'application/x-www-form-urlencoded', body: `logout_token=${encodeURIComponent(a)}&logout_token=${encodeURIComponent(b)}` })),
+    token.map((t) => ({ type: 'application/json', body: JSON.stringify({ logout_token: t }) })),
+    fc.string({ unit: 'grapheme-ascii', maxLength: 500 }).map((t) => ({ type: 'application/json', body: t })),
+    fc.string({ unit: 'binary', maxLength: 500 }).map((t) => ({ type: fc.sample(fc.constantFrom('text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded; charset=utf-7', ''), 1)[0] as string, body: bytes(t) })),
+    fc.integer({ min: 10_000, max: 60_000 }).map((n) => ({ type: 'application/x-www-form-urlencoded', body: `logout_token=${'a'.repeat(n)}` })),
+  );
+  await fc.assert(
+    fc.asyncProperty(body, async ({ type, body: text }) => {
+      const headers: Array<[string, string]> = type ? [['Content-Type', type]] : [];
+      const res = await check({ method: 'POST', target: '/auth/backchannel-logout', headers, body: text });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+    }),
+    runs,
+  );
+});
+
+it('answers forged logout tokens (foreign key, alg none, wrong audience) with 400 or 404, never ending the session', async () => {
+  const forged = [
+    await provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign' }),
+    await provider.signLogoutToken({ sub: 'alice' }, { alg: 'none' }),
+    await provider.signLogoutToken({ sub: 'alice', aud: 'someone-else' }),
+    await provider.signLogoutToken({ sub: 'alice', nonce: 'n' }),
+    await provider.signLogoutToken({ sub: 'alice', events: undefined }),
+    await provider.signLogoutToken({ sub: undefined, sid: undefined }),
+  ];
+  for (const token of forged) {
+    const res = await check({
+      method: 'POST',
+      target: '/auth/backchannel-logout',
+      headers: [['Content-Type', 'application/x-www-form-urlencoded']],
+      body: `logout_token=${encodeURIComponent(token)}`,
+    });
+    expect([400, 404]).toContain(res.status);
+  }
+  const still = await check({ method: 'GET', target: '/auth/user', headers: [['x-csrf', '1'], ['Cookie', `${sessionCookieName}=${realSession}`]] });
+  expect(still.status).toBe(200);
+});
+
+it('answers unknown and unusual HTTP methods at every endpoint with < 500', async () => {
+  const methods = fc.constantFrom('PROPFIND', 'PROPPATCH', 'MKCOL', 'COPY', 'MOVE', 'LOCK', 'UNLOCK', 'SEARCH', 'PURGE', 'REPORT', 'TRACE', 'OPTIONS', 'PATCH', 'FOO', 'BREW', 'get', 'G3T', 'QUERY', 'LINK', 'UNLINK', 'SOURCE', 'ACL', 'MERGE', 'NOTIFY', 'SUBSCRIBE');
+  await fc.assert(
+    fc.asyncProperty(endpoint, methods, fc.boolean(), fc.option(fc.string({ maxLength: 100 })), async (target, m, withSession, body) => {
+      const headers: Array<[string, string]> = [['x-csrf', '1'], ['Accept', 'application/json']];
+      if (withSession && !ENDS_SESSION.test(target)) headers.push(['Cookie', `${sessionCookieName}=${realSession}`]);
+      await check({ method: m, target, headers, ...(body !== null ? { body: bytes(body) } : {}) });
+    }),
+    runs,
+  );
+});
+
+it('answers headers over the limit (431) and invalid header bytes (400) without dropping the connection', async () => {
+  const huge = await check({ method: 'GET', target: '/auth/user', headers: [['x-csrf', '1'], ['Cookie', `${sessionCookieName}=${'a'.repeat(20_000)}`]] });
+  expect(huge.status).toBe(431);
+  const many = await check({ method: 'GET', target: '/api/echo', headers: Array.from({ length: 300 }, (_, i): [string, string] => [`x-h${i}`, 'v'.repeat(60)]) });
+  expect(many.status).toBeLessThan(500);
+  const nul = await check({ method: 'GET', target: '/auth/user', headers: [['x-csrf', '1\x00'], ['Cookie', 'a=\x01b']] });
+  expect(nul.status).toBe(400);
+  const repeatedCsrf = await check({ method: 'GET', target: '/auth/user', headers: [['x-csrf', '1'], ['x-csrf', '1'], ['Cookie', `${sessionCookieName}=${realSession}`]] });
+  expect(repeatedCsrf.status).toBeLessThan(500);
+});
+
+it('is still alive and still serves the real session afterwards', async () => {
+  expect((await check({ method: 'GET', target: '/healthz' })).status).toBe(200);
+  const user = await check({ method: 'GET', target: '/auth/user', headers: [['x-csrf', '1'], ['Cookie', `${sessionCookieName}=${realSession}`]] });
+  expect(user.status).toBe(200);
+  const errors = gw.logs.filter((l) => /"level":50/.test(l));
+  if (errors.length > 0) console.log(`gateway logged ${errors.length} errors, e.g.:\n${errors.slice(0, 3).join('')}`);
+  expect(errors).toEqual([]);
+});
