@@ -174,7 +174,7 @@ async function check(req: RawRequest): Promise<RawAnswer> {
   if (res.status >= 500) throw new Error(`5xx: ${where}`);
   if (STACK.test(res.body)) throw new Error(`stack trace or source path in the body: ${where}`);
   const type = res.headers.get('content-type')?.[0] ?? '';
-  if (res.status >= 400 && /json/i.test(type)) {
+  if (res.status >= 400 && /json/i.test(type) && req.method !== 'HEAD') {
     let body: unknown;
     try {
       body = JSON.parse(res.body);
@@ -337,11 +337,11 @@ it('survives broken percent-encoding, dot segments and raw bytes in paths and qu
 });
 
 it('survives giant query strings (8–14 KB) at every endpoint', async () => {
-  const giant = fc.tuple(fc.integer({ min: 8_000, max: 14_000 }), fc.constantFrom('returnTo', 'state', 'code', 'x', 'returnTo[]', 'iss'), fc.constantFrom('a', '%2F', '%zz', '/', '%E2%82%AC', '&x=')).map(
-    ([n, name, unit]) => `${name}=${unit.repeat(Math.ceil(n / unit.length)).slice(0, n)}`,
-  );
+  // Generated as (length, name, unit) so that a counterexample prints short.
+  const giant = fc.tuple(fc.integer({ min: 8_000, max: 14_000 }), fc.constantFrom('returnTo', 'state', 'code', 'x', 'returnTo[]', 'iss'), fc.constantFrom('a', '%2F', '%zz', '/', '%E2%82%AC', '&x='));
   await fc.assert(
-    fc.asyncProperty(endpoint, giant, fc.constantFrom('GET', 'POST', 'HEAD'), accept, async (target, q, m, acc) => {
+    fc.asyncProperty(endpoint, giant, fc.constantFrom('GET', 'POST', 'HEAD'), accept, async (target, [n, name, unit], m, acc) => {
+      const q = `${name}=${unit.repeat(Math.ceil(n / unit.length)).slice(0, n)}`;
       const res = await check({ method: m, target: `${target}?${q}`, headers: baseHeaders(target, true, acc) });
       expect(res.status).toBeLessThan(500);
     }),
@@ -375,10 +375,10 @@ it('refuses a 10 KB state at /auth/callback with a 4xx, as JSON or as an HTML pa
 });
 
 it('survives random callback parameters of any length (state up to 12 KB)', async () => {
-  const long = fc.integer({ min: 0, max: 12_000 }).chain((n) => fc.constantFrom('a', '-', '_', '%41', '%zz').map((u) => u.repeat(Math.ceil(n / u.length)).slice(0, n)));
+  const long = fc.tuple(fc.integer({ min: 0, max: 12_000 }), fc.constantFrom('a', '-', '_', '%41', '%zz'));
   await fc.assert(
-    fc.asyncProperty(long, fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 100 })), fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 40 })), accept, cookieHeader, async (state, code, error, acc, cookies) => {
-      const params = [`state=${state}`];
+    fc.asyncProperty(long, fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 100 })), fc.option(fc.string({ unit: 'grapheme-ascii', maxLength: 40 })), accept, cookieHeader, async ([n, unit], code, error, acc, cookies) => {
+      const params = [`state=${unit.repeat(Math.ceil(n / unit.length)).slice(0, n)}`];
       if (code !== null) params.push(`code=${encodeURIComponent(code)}`);
       if (error !== null) params.push(`error=${encodeURIComponent(error)}`);
       await check({ method: 'GET', target: `/auth/callback?${params.join('&')}`, headers: [['Accept', acc], ['Cookie', cookies]] });
