@@ -10,7 +10,8 @@
  * Phases, each with a deadline: start everything → sign in (gateway and EOC, through the real
  * provider) → warm-up per target → N alternating rounds (the order rotates each round, so
  * machine drift hits every target alike), Redis INFO commandstats deltas around each run →
- * CPU profile of the gateway under load (inspector Profiler, in the gateway process) →
+ * CPU profile of each server under the same load (inspector Profiler, in the server's own
+ * process; the gateway's is the one reported, the others explain the difference) →
  * refresh storm (200 concurrent calls right after expiry) → table on stdout, JSON in
  * bench/results/latest.json, Markdown in bench/results/latest.md. Every child is killed at the
  * end, also on error or Ctrl-C.
@@ -79,7 +80,7 @@ function parseArgs(argv: string[]): Settings {
   const profileSec = quick ? 2 : 8;
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
-  const plannedSec = 3 * warmupSec + 3 * rounds * durationSec + profileSec;
+  const plannedSec = 3 * warmupSec + 3 * rounds * durationSec + 3 * profileSec;
   return {
     quick,
     rounds,
@@ -133,6 +134,8 @@ interface Machine {
   nproc: number;
   cpuModel: string;
   memoryGiB: number;
+  /** 1-minute load average when the bench started (the bench itself not yet running). */
+  loadAvgAtStart: number;
   node: string;
   redis: string;
   os: string;
@@ -171,6 +174,7 @@ function describeMachine(): Machine {
     nproc,
     cpuModel,
     memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+    loadAvgAtStart: round(os.loadavg()[0] ?? 0, 2),
     node: process.version,
     redis,
     os: `${os.type()} ${os.release()} ${os.arch()}`,
@@ -224,6 +228,8 @@ interface RunRecord extends LoadResult {
   cpuUsPerRequest: Record<string, number>;
   /** Average CPU use during the run (% of one core), by process. */
   cpuPercent: Record<string, number>;
+  /** 1-minute load average at the end of the run: other work on the machine shows up here. */
+  loadAvg1: number;
 }
 
 /** Process ids to account CPU to; the target's own process is under `target`. */
@@ -287,6 +293,7 @@ async function measure(
     redisByCommand: delta.byCommand,
     cpuUsPerRequest: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((ms * 1000) / sent)])),
     cpuPercent: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((100 * ms) / wallMs)])),
+    loadAvg1: round2(os.loadavg()[0] ?? 0),
   };
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
@@ -483,11 +490,39 @@ const stormRows = (trials: StormTrial[]) =>
 const PROFILE_HEADER = ['#', 'function', 'location', 'self ms', 'self %'];
 const profileRows = (p: ProfileSummary) => p.top.map((e, i) => [i + 1, e.function, e.location || e.category, e.selfMs.toFixed(1), e.percent.toFixed(1)]);
 
+interface ProfiledTarget {
+  target: string;
+  file: string;
+  load: LoadResult;
+  summary: ProfileSummary;
+  /** Busy CPU per request sent during the profile, µs (profiler overhead included). */
+  busyUsPerRequest: number;
+}
+
+/** Self time per request by category, one column per profiled target. */
+function categoryComparison(profiles: ProfiledTarget[]): { header: string[]; rows: (string | number)[][] } {
+  const totals = new Map<string, number>();
+  for (const p of profiles) for (const c of p.summary.byCategory) totals.set(c.category, (totals.get(c.category) ?? 0) + c.selfMs);
+  const categories = [...totals.entries()].sort((a, b) => b[1] - a[1]).map(([c]) => c).slice(0, 14);
+  const perRequest = (p: ProfiledTarget, category: string) => {
+    const ms = p.summary.byCategory.find((c) => c.category === category)?.selfMs ?? 0;
+    return ((ms * 1000) / Math.max(1, p.load.sent)).toFixed(1);
+  };
+  return {
+    header: ['self time, µs per request', ...profiles.map((p) => p.target)],
+    rows: [
+      ...categories.map((c) => [c, ...profiles.map((p) => perRequest(p, c))]),
+      ['all (busy)', ...profiles.map((p) => p.busyUsPerRequest.toFixed(1))],
+    ],
+  };
+}
+
 function markdownReport(r: Report): string {
   const base = r.summary.find((s) => s.target === 'baseline') as TargetSummary;
   return [
     `Run ${r.machine.date}: ${r.machine.nproc} CPUs (${r.machine.cpuModel}), Node ${r.machine.node}, Redis ${r.machine.redis}; ` +
-      `${r.settings.rounds} rounds x ${r.settings.durationSec} s per target at ${r.settings.connections} connections${r.settings.quick ? ' (--quick)' : ''}.`,
+      `${r.settings.rounds} rounds x ${r.settings.durationSec} s per target at ${r.settings.connections} connections${r.settings.quick ? ' (--quick)' : ''}; ` +
+      `load average ${r.machine.loadAvgAtStart} at start, ${median(r.runs.map((x) => x.loadAvg1)).toFixed(1)} (median) during the runs.`,
     '',
     markdownTable(MAIN_HEADER, mainTableRows(r.summary, base)),
     '',
@@ -501,11 +536,13 @@ function markdownReport(r: Report): string {
     '',
     markdownTable(STORM_HEADER, stormRows(r.storm)),
     '',
-    `Profile (${r.profile.busyMs.toFixed(0)} ms busy of ${r.profile.wallMs.toFixed(0)} ms, ${r.profile.samples} samples):`,
+    `Gateway profile (${r.profile.busyMs.toFixed(0)} ms busy of ${r.profile.wallMs.toFixed(0)} ms, ${r.profile.samples} samples), top self time:`,
     '',
     markdownTable(PROFILE_HEADER, profileRows(r.profile)),
     '',
-    markdownTable(['category', 'self ms', 'self %'], r.profile.byCategory.slice(0, 12).map((c) => [c.category, c.selfMs.toFixed(1), c.percent.toFixed(1)])),
+    'Self time by category, per request (profiler overhead included):',
+    '',
+    markdownTable(categoryComparison(r.profiles).header, categoryComparison(r.profiles).rows),
     '',
   ].join('\n');
 }
@@ -517,8 +554,9 @@ interface Report {
   checks: Check[];
   runs: RunRecord[];
   storm: StormTrial[];
+  /** The gateway's. */
   profile: ProfileSummary;
-  profileLoad: LoadResult;
+  profiles: ProfiledTarget[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -655,23 +693,31 @@ async function main(settings: Settings): Promise<number> {
         runs.push(rec);
         log(
           `round ${round}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
-            `cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
+            `load ${rec.loadAvg1.toFixed(1)}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }
 
-    // --- CPU profile of the gateway under the same load -------------------------------------------
-    const profileFile = path.join(resultsDir, 'gateway.cpuprofile');
-    log(`profiling the gateway under load (${settings.profileSec} s)`);
-    await gateway.call('profileStart', { samplingIntervalUs: 250 });
+    // --- CPU profiles under the same load ------------------------------------------------------------
+    const servers: Record<string, BenchChild> = { gateway, baseline, 'express-openid-connect': eoc };
+    const profiles: ProfiledTarget[] = [];
+    for (const t of targets) {
+      const server = servers[t.name] as BenchChild;
+      const file = path.join(resultsDir, `${t.name}.cpuprofile`);
+      log(`profiling ${t.name} under load (${settings.profileSec} s)`);
+      await server.call('profileStart', { samplingIntervalUs: 250 });
+      const loadResult = await load.call<LoadResult>(
+        'run',
+        { url: t.url, headers: t.headers, connections: settings.connections, durationSec: settings.profileSec } satisfies LoadRun,
+        (settings.profileSec + 30) * 1000,
+      );
+      await new Promise((r) => setTimeout(r, SETTLE_MS));
+      await server.call('profileStop', { file }, 60_000);
+      const summary = summarizeProfile(file, repoRoot, 10);
+      profiles.push({ target: t.name, file: path.relative(repoRoot, file), load: loadResult, summary, busyUsPerRequest: (summary.busyMs * 1000) / Math.max(1, loadResult.sent) });
+    }
+    const profile = (profiles[0] as ProfiledTarget).summary;
     const gwTarget = targets[0] as Target;
-    const profileLoad = await load.call<LoadResult>(
-      'run',
-      { url: gwTarget.url, headers: gwTarget.headers, connections: settings.connections, durationSec: settings.profileSec } satisfies LoadRun,
-      (settings.profileSec + 30) * 1000,
-    );
-    await gateway.call('profileStop', { file: profileFile }, 60_000);
-    const profile = summarizeProfile(profileFile, repoRoot, 10);
 
     // --- refresh storm -----------------------------------------------------------------------------
     log(`refresh storm: ${settings.stormCalls} concurrent calls right after expiry, ${settings.stormTrials} trials`);
@@ -680,14 +726,15 @@ async function main(settings: Settings): Promise<number> {
     // --- report ------------------------------------------------------------------------------------
     const summary = targets.map((t) => summarize(runs, t.name));
     const [gw, base, ref] = summary as [TargetSummary, TargetSummary, TargetSummary];
-    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profileLoad };
+    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profiles };
     writeFileSync(path.join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(path.join(resultsDir, 'latest.md'), markdownReport(report));
 
     const out = [
       '',
       `bff-gateway bench — ${machine.date} — ${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`,
-      `${settings.rounds} alternating rounds x ${settings.durationSec} s per target, ${settings.connections} connections, GET /api/echo` +
+      `${settings.rounds} alternating rounds x ${settings.durationSec} s per target, ${settings.connections} connections, GET /api/echo; ` +
+        `load average ${machine.loadAvgAtStart} at start, ${median(runs.map((r) => r.loadAvg1)).toFixed(1)} (median) during the runs` +
         (settings.quick ? ' (--quick: indicative only)' : ''),
       '',
       textTable(MAIN_HEADER, mainTableRows(summary, base)),
@@ -703,7 +750,10 @@ async function main(settings: Settings): Promise<number> {
       `Gateway CPU profile (${profile.busyMs.toFixed(0)} ms busy of ${profile.wallMs.toFixed(0)} ms), top self time:`,
       textTable(PROFILE_HEADER, profileRows(profile)),
       '',
-      `JSON: ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))}   profile: ${path.relative(process.cwd(), profileFile)}`,
+      'Self time by category, µs per request (all three servers profiled alike; profiler overhead included):',
+      textTable(categoryComparison(profiles).header, categoryComparison(profiles).rows),
+      '',
+      `JSON: ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))}   profiles: ${profiles.map((p) => p.file).join(', ')}`,
       '',
     ];
     process.stdout.write(out.join('\n'));

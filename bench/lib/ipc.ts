@@ -11,6 +11,8 @@
  * on error or Ctrl-C); a child whose parent vanished exits by itself (IPC disconnect).
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 
 type Handler = (args: any) => unknown;
 
@@ -46,12 +48,30 @@ export function childOptions<T>(): T {
 }
 
 /**
- * Announces readiness and serves commands. `shutdown` is always available: it runs the
- * optional cleanup and exits 0 (which also flushes a --cpu-prof profile, if any).
+ * Announces readiness and serves commands. Always available: `shutdown` runs the optional
+ * cleanup and exits 0; `profileStart` / `profileStop` record a CPU profile of this process with
+ * the inspector's Profiler domain (in-process: only the loaded window is recorded, not startup).
  */
 export function serveChild(info: unknown, handlers: Record<string, Handler>, cleanup?: () => Promise<void> | void): void {
   const send = (m: ReadyMessage | ReplyMessage) => process.send?.(m);
+  let profiler: Session | undefined;
   const all: Record<string, Handler> = {
+    async profileStart(args: { samplingIntervalUs: number }) {
+      profiler = new Session();
+      profiler.connect();
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.setSamplingInterval', { interval: args.samplingIntervalUs });
+      await profiler.post('Profiler.start');
+      return true;
+    },
+    async profileStop(args: { file: string }) {
+      if (!profiler) throw new Error('profiler not started');
+      const { profile } = await profiler.post('Profiler.stop');
+      profiler.disconnect();
+      profiler = undefined;
+      writeFileSync(args.file, JSON.stringify(profile));
+      return args.file;
+    },
     ...handlers,
     async shutdown() {
       await cleanup?.();

@@ -17,7 +17,10 @@ export function createSessionMiddleware(config: Config, store: RedisSessionStore
     resave: false,
     saveUninitialized: false,
     rolling: false,
-    unset: 'destroy',
+    // Not 'destroy': when the store fails, req.session is null at the end of the request, and
+    // express-session would then queue a DEL of the session, executed once Redis is back —
+    // a Redis blip would sign everyone out. Logout destroys explicitly.
+    unset: 'keep',
     cookie: {
       httpOnly: true,
       secure: derived.secureCookies,

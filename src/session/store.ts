@@ -7,6 +7,7 @@
 import session from 'express-session';
 import type { SessionData } from 'express-session';
 import { digest } from '../redis/keys.js';
+import { storeUnavailable } from '../redis/errors.js';
 import type { AuthData, SealedTokens } from './data.js';
 import type { SessionRecords, StoredSession } from './records.js';
 
@@ -27,21 +28,21 @@ export class RedisSessionStore extends session.Store {
   override get(sid: string, callback: (err: unknown, session?: SessionData | null) => void): void {
     this.records.load(digest(sid)).then(
       (stored) => callback(null, stored ? toSessionData(stored) : null),
-      (err: unknown) => callback(err),
+      (err: unknown) => callback(storeUnavailable(err)),
     );
   }
 
   override set(sid: string, data: SessionData, callback?: Callback): void {
     this.records.write(digest(sid), toStored(data)).then(
       () => callback?.(),
-      (err: unknown) => callback?.(err),
+      (err: unknown) => callback?.(storeUnavailable(err)),
     );
   }
 
   override destroy(sid: string, callback?: Callback): void {
     this.records.remove(digest(sid)).then(
       () => callback?.(),
-      (err: unknown) => callback?.(err),
+      (err: unknown) => callback?.(storeUnavailable(err)),
     );
   }
 }
