@@ -461,7 +461,7 @@ function checks(gw: TargetSummary, base: TargetSummary, eoc: TargetSummary): Che
     },
     {
       target: 'steady-state Redis commands per proxied call <= 1',
-      measured: `${round(gw.redisCommandsPerRequest, 3)}`,
+      measured: gw.redisCommandsPerRequest.toFixed(3),
       pass: gw.redisCommandsPerRequest <= 1.0005,
     },
   ];

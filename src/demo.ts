@@ -49,7 +49,13 @@ export async function startDemo(config: Config, options: { logger?: Logger } = {
   });
   const idpServer = await idp.listen(dev.idp.port, host);
   const api = createDemoApi({ issuer: oidc.issuer, audience, requiredScope: 'api:read' });
-  const apiServer = await api.listen(dev.api.port, host);
+  let apiServer: Awaited<ReturnType<typeof api.listen>>;
+  try {
+    apiServer = await api.listen(dev.api.port, host);
+  } catch (err) {
+    await idpServer.close();
+    throw new StartupError(`demo API: cannot listen on port ${dev.api.port} (${err instanceof Error ? err.message : 'unknown error'})`);
+  }
 
   return {
     logger,

@@ -200,7 +200,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       logger.info({ event: 'logout', session: auth.handle }, 'signed out');
     }
     clearSessionCookie(res, config);
-    res.set('Clear-Site-Data', '"cookies", "storage"');
+    // Not "cookies": that directive clears the whole site's cookies (every port of localhost,
+    // every subdomain of example.com), the provider's own session included, which would break
+    // its end-session page. The session cookie is cleared above by name.
+    res.set('Clear-Site-Data', '"storage"');
     res.json({ logoutUrl });
   }
 

@@ -173,6 +173,9 @@ export async function revokeTokens(provider: ProviderState, tokens: GrantedToken
     try {
       await oidc.tokenRevocation(provider.configuration, token, { token_type_hint: hint });
     } catch (err) {
+      // RFC 7009 §2.2.1: providers answer this for self-contained (JWT) access tokens, which
+      // they cannot revoke; the refresh token's revocation already ended the grant.
+      if (err instanceof oidc.ResponseBodyError && err.error === 'unsupported_token_type') continue;
       failures += 1;
       onError(err);
     }

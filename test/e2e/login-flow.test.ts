@@ -72,9 +72,13 @@ function record(context: BrowserContext): Recorder {
   const requests: string[] = [];
   const pending: Promise<SeenResponse>[] = [];
   context.on('request', (request) => void requests.push(request.url()));
-  context.on('response', (response) => {
+  // Read once the request has finished: the whole body is there and text() answers at once
+  // (read at 'response' time, a body the page never consumes can stall until the timeout).
+  context.on('requestfinished', (request) => {
     pending.push(
       (async () => {
+        const response = await withTimeout(request.response().catch(() => null), 5_000, null);
+        if (!response) return { url: request.url(), status: 0, headers: '', body: undefined };
         const [headers, body] = await Promise.all([
           withTimeout(response.allHeaders().catch(() => ({})), 5_000, {}),
           withTimeout(response.text().catch(() => undefined), 5_000, undefined),
@@ -374,16 +378,10 @@ run('the demo SPA in Chromium (embedded default)', () => {
     expect(main.recorder.requests.filter((u) => findSecret(u, secrets) !== undefined).map((u) => u.slice(0, 80))).toEqual([]);
   });
 
-  // KNOWN BUG (src/http/auth-routes.ts, logout): POST /auth/logout answers
-  // `Clear-Site-Data: "cookies", "storage"`. The "cookies" directive clears every cookie of the
-  // response's *registrable domain* (here `localhost`, every port; in production e.g. all of
-  // example.com when the app is app.example.com and the provider login.example.com), so the
-  // browser loses the provider's session cookie before it opens the provider's end-session URL:
-  // the provider no longer recognises the browser, skips its confirmation, cannot end its
-  // session (nor send back-channel logouts to other apps), and other apps' cookies on the same
-  // site are gone too. `it.failing` passes while the bug is there; once it is fixed, this test
-  // fails: turn it into a plain `it`.
-  it.failing('KNOWN BUG: Sign out keeps the provider session cookie, so the provider can end its own session', async () => {
+  // Clear-Site-Data "cookies" would clear every cookie of the registrable domain (every port of
+  // localhost; all of example.com in production), the provider's session included, so the
+  // provider could not end its own session. The gateway sends "storage" only.
+  it('keeps the provider session cookie at sign-out, so the provider can end its own session', async () => {
     const { context, page } = await newContext();
     await openSpa(page);
     await signInAtProvider(page, 'alice', 'alice-password', 'bug');
