@@ -14,7 +14,9 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestH
   return function requestMetrics(req, res, next) {
     const start = process.hrtime.bigint();
     res.once('finish', () => {
-      const route = (res.locals.metricsRoute as string | undefined) ?? labelFor(req.path);
+      // originalUrl: inside a mounted router req.path is relative to the mount point.
+      const path = req.originalUrl.split('?')[0] as string;
+      const route = (res.locals.metricsRoute as string | undefined) ?? labelFor(path);
       metrics.requests.inc({ route, method: req.method, status: String(res.statusCode) });
       metrics.latency.observe({ route }, Number(process.hrtime.bigint() - start) / 1e9);
     });
