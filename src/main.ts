@@ -46,6 +46,11 @@ export async function startGateway(config: Config, runtime: Runtime): Promise<Ru
   const server = http.createServer({ requestTimeout: 0, headersTimeout: 30_000, maxHeaderSize: 16 * 1024 }, app);
   server.keepAliveTimeout = 65_000;
   server.on('upgrade', app.handleUpgrade);
+  // Node drops a CONNECT without an answer unless someone handles it: the gateway is no
+  // forward proxy, so it says so.
+  server.on('connect', (_req, socket: import('node:net').Socket) => {
+    socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.server.port, config.server.host, () => resolve());

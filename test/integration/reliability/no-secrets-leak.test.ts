@@ -103,6 +103,8 @@ async function runFlow(): Promise<Captured> {
   redisDumps.push({ when: 'after sign-in', values: await dumpRedis(redisUrl, prefix) });
 
   expect((await browser.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  // the session list names sessions by an opaque handle, never by the cookie or session ID
+  expect((await browser.get(`${gw.url}/auth/sessions`, { headers: csrf })).status).toBe(200);
   expect((await browser.get(`${gw.url}/api/status/200`, { headers: csrf })).status).toBe(200);
 
   // Silent refresh: the access token (60 s) is past its refresh window.
@@ -167,7 +169,7 @@ afterAll(() => {
   if (findings.length > 0) console.log(`secrets found:\n  ${[...new Set(findings)].join('\n  ')}`);
 });
 
-it('went through sign-in, /auth/user, proxied calls, two refreshes and logout', () => {
+it('went through sign-in, /auth/user, /auth/sessions, proxied calls, two refreshes and logout', () => {
   const distinctAccess = new Set(captured.tokenSets.map((t) => t.accessToken));
   expect(distinctAccess.size).toBe(3);
   for (const t of captured.tokenSets) {
@@ -204,7 +206,7 @@ it('exposes nothing in /metrics', () => {
 it('sends the browser no token, code or secret in any body or header, and cookie values only in Set-Cookie', () => {
   const before = findings.length;
   const gatewayResponses = captured.browser.responses.filter((r) => r.url.startsWith(gw.url));
-  expect(gatewayResponses.length).toBeGreaterThanOrEqual(8);
+  expect(gatewayResponses.length).toBeGreaterThanOrEqual(9);
   for (const res of gatewayResponses) {
     const where = `the response to ${new URL(res.url).pathname} (${res.status})`;
     let body = res.text;
