@@ -243,8 +243,17 @@ describe('SIGTERM', () => {
     expect(elapsed).toBeLessThanOrEqual(shutdownTimeoutSeconds * 1000 + 3_000);
   });
 
-  it('exits 0 promptly when idle', async () => {
-    const { proc } = await startGatewayProcess(10);
+  it('exits 0 promptly when idle (after answering a CONNECT with 405: it is no forward proxy)', async () => {
+    const { proc, port } = await startGatewayProcess(10);
+    const connectAnswer = await new Promise<string>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port }, () => socket.write('CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n'));
+      let text = '';
+      socket.setTimeout(3_000, () => socket.destroy());
+      socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+      socket.on('close', () => resolve(text));
+      socket.on('error', () => undefined);
+    });
+    expect(connectAnswer.startsWith('HTTP/1.1 405')).toBe(true);
     const sigtermAt = performance.now();
     proc.child.kill('SIGTERM');
     const exit = await withTimeout(proc.exited, 15_000, 'process exit');
