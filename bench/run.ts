@@ -499,19 +499,19 @@ interface ProfiledTarget {
   busyUsPerRequest: number;
 }
 
-/** Self time per request by category, one column per profiled target. */
+/** CPU per request by owner (see ProfileSummary.byOwner), one column per profiled target. */
 function categoryComparison(profiles: ProfiledTarget[]): { header: string[]; rows: (string | number)[][] } {
-  const totals = new Map<string, number>();
-  for (const p of profiles) for (const c of p.summary.byCategory) totals.set(c.category, (totals.get(c.category) ?? 0) + c.selfMs);
-  const categories = [...totals.entries()].sort((a, b) => b[1] - a[1]).map(([c]) => c).slice(0, 14);
-  const perRequest = (p: ProfiledTarget, category: string) => {
-    const ms = p.summary.byCategory.find((c) => c.category === category)?.selfMs ?? 0;
+  const first = profiles[0]?.summary.byOwner ?? [];
+  const others = profiles.slice(1).flatMap((p) => p.summary.byOwner.slice(0, 6).map((o) => o.owner));
+  const owners = [...new Set([...first.slice(0, 16).map((o) => o.owner), ...others])];
+  const perRequest = (p: ProfiledTarget, owner: string) => {
+    const ms = p.summary.byOwner.find((o) => o.owner === owner)?.selfMs ?? 0;
     return ((ms * 1000) / Math.max(1, p.load.sent)).toFixed(1);
   };
   return {
-    header: ['self time, µs per request', ...profiles.map((p) => p.target)],
+    header: ['CPU µs per request, by owner', ...profiles.map((p) => p.target)],
     rows: [
-      ...categories.map((c) => [c, ...profiles.map((p) => perRequest(p, c))]),
+      ...owners.map((c) => [c, ...profiles.map((p) => perRequest(p, c))]),
       ['all (busy)', ...profiles.map((p) => p.busyUsPerRequest.toFixed(1))],
     ],
   };
@@ -540,7 +540,7 @@ function markdownReport(r: Report): string {
     '',
     markdownTable(PROFILE_HEADER, profileRows(r.profile)),
     '',
-    'Self time by category, per request (profiler overhead included):',
+    'CPU per request by owner: each sample is charged to the nearest frame that is not Node core or native code (profiler overhead included):',
     '',
     markdownTable(categoryComparison(r.profiles).header, categoryComparison(r.profiles).rows),
     '',
@@ -750,7 +750,7 @@ async function main(settings: Settings): Promise<number> {
       `Gateway CPU profile (${profile.busyMs.toFixed(0)} ms busy of ${profile.wallMs.toFixed(0)} ms), top self time:`,
       textTable(PROFILE_HEADER, profileRows(profile)),
       '',
-      'Self time by category, µs per request (all three servers profiled alike; profiler overhead included):',
+      'CPU per request by owner (nearest non-Node-core frame; all three servers profiled alike, profiler overhead included):',
       textTable(categoryComparison(profiles).header, categoryComparison(profiles).rows),
       '',
       `JSON: ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))}   profiles: ${profiles.map((p) => p.file).join(', ')}`,

@@ -16,6 +16,7 @@ interface CallFrame {
 interface ProfileNode {
   id: number;
   callFrame: CallFrame;
+  children?: number[];
 }
 
 interface CpuProfile {
@@ -35,6 +36,12 @@ export interface SelfTimeEntry {
   percent: number;
 }
 
+export interface OwnerEntry {
+  owner: string;
+  selfMs: number;
+  percent: number;
+}
+
 export interface ProfileSummary {
   file: string;
   wallMs: number;
@@ -43,6 +50,24 @@ export interface ProfileSummary {
   samples: number;
   top: SelfTimeEntry[];
   byCategory: { category: string; selfMs: number; percent: number }[];
+  /**
+   * Every sample charged to the nearest frame on its stack that is not Node core or native
+   * code: a socket write issued by ioredis counts for ioredis, a SHA-1 computed by
+   * express-session for express-session. express-session's and on-headers' wrappers of
+   * res.end / res.writeHead are looked through (they only sit on the path of every response).
+   */
+  byOwner: OwnerEntry[];
+}
+
+const LOOK_THROUGH = /^(end|writeHead|write)\|node_modules\/(express-session|on-headers)\//;
+
+function ownerOf(frame: CallFrame, location: string): string | undefined {
+  if (!location || location.startsWith('node:')) return undefined;
+  if (LOOK_THROUGH.test(`${frame.functionName}|${location}`)) return undefined;
+  const category = categoryOf(frame, location);
+  if (category === 'bff-gateway (src/)') return location.replace(/^dist-bench\//, '').replace(/\.js:\d+$/, '.ts').replace(/:\d+$/, '');
+  if (category === 'bench harness') return location.replace(/^dist-bench\//, '').replace(/\.js:\d+$/, '.ts').replace(/:\d+$/, '');
+  return category;
 }
 
 const SPECIAL = new Set(['(garbage collector)', '(program)', '(idle)', '(root)']);
@@ -73,6 +98,27 @@ export function categoryOf(frame: CallFrame, location: string): string {
 export function summarizeProfile(file: string, repoRoot: string, topN = 10): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const locationOf = (frame: CallFrame) => {
+    const file = relativeLocation(frame.url, repoRoot);
+    return file ? `${file}:${frame.lineNumber + 1}` : '';
+  };
+  const ownerCache = new Map<number, string>();
+  const ownerOfNode = (id: number): string => {
+    const cached = ownerCache.get(id);
+    if (cached !== undefined) return cached;
+    const leaf = (byId.get(id) as ProfileNode).callFrame;
+    let owner: string | undefined = SPECIAL.has(leaf.functionName) && !leaf.url ? leaf.functionName : undefined;
+    for (let cur: number | undefined = id; owner === undefined && cur !== undefined; cur = parentOf.get(cur)) {
+      const frame = (byId.get(cur) as ProfileNode).callFrame;
+      owner = ownerOf(frame, locationOf(frame));
+    }
+    const result = owner ?? 'node core only (HTTP parser, sockets, timers, event loop)';
+    ownerCache.set(id, result);
+    return result;
+  };
+  const byOwner = new Map<string, number>();
   const selfUs = new Map<number, number>();
   const { samples, timeDeltas } = profile;
   for (let i = 0; i < samples.length; i++) {
@@ -96,7 +142,9 @@ export function summarizeProfile(file: string, repoRoot: string, topN = 10): Pro
       continue;
     }
     const file = relativeLocation(frame.url, repoRoot);
-    const location = file ? `${file}:${frame.lineNumber + 1}` : '';
+    const location = locationOf(frame);
+    const owner = ownerOfNode(id);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + us);
     const category = categoryOf(frame, file);
     const name = frame.functionName || '(anonymous)';
     const key = `${name}|${location}`;
@@ -121,5 +169,8 @@ export function summarizeProfile(file: string, repoRoot: string, topN = 10): Pro
     byCategory: [...byCategory.entries()]
       .sort((a, b) => b[1] - a[1])
       .map(([category, us]) => ({ category, selfMs: us / 1000, percent: pct(us) })),
+    byOwner: [...byOwner.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([owner, us]) => ({ owner, selfMs: us / 1000, percent: pct(us) })),
   };
 }

@@ -3,27 +3,24 @@
  * shares the count and a flood cannot fill Redis with login transactions (SPEC §7).
  */
 import { BrowserClient } from '../../support/browser-client.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody } from '../../support/assertions.js';
 import { dumpRedis } from '../../support/redis-dump.js';
 
-let provider: TestProvider;
+let stack: Stack;
 let gw: TestGateway;
 let gw2: TestGateway;
 
 beforeAll(async () => {
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
-  const config = buildTestConfig({ issuer: provider.issuer, publicUrl: reserved.url, rateLimit: { loginPerMinute: 5 } });
-  gw = await startTestGateway(config, reserved);
-  gw2 = await startTestGateway(config);
+  stack = await startStack({ config: { rateLimit: { loginPerMinute: 5 } } });
+  gw = stack.gateway;
+  gw2 = await startTestGateway(stack.config);
 });
 
 afterAll(async () => {
   await gw2?.close();
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
 });
 
 it('answers 429 rate_limited with Retry-After once an address passes the limit, counted across processes', async () => {

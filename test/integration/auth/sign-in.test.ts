@@ -3,25 +3,23 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import type { TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { dumpRedis } from '../../support/redis-dump.js';
 
+let stack: Stack;
 let provider: TestProvider;
 let gw: TestGateway;
 const csrf = { 'x-csrf': '1' };
 
 beforeAll(async () => {
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
-  gw = await startTestGateway(buildTestConfig({ issuer: provider.issuer, publicUrl: reserved.url }), reserved);
+  stack = await startStack();
+  ({ provider, gateway: gw } = stack);
 });
 
-afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
-});
+afterAll(() => stack?.close());
 
 function setCookies(res: { headers: Headers }): string[] {
   return res.headers.getSetCookie();

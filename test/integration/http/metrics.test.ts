@@ -4,30 +4,24 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { createTestClock, type TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectNoSecretIn, tokensOfSession } from '../../support/assertions.js';
 
 const clock = createTestClock();
-let provider: TestProvider;
+let stack: Stack;
 let upstream: Upstream;
 let gw: TestGateway;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
-  gw = await startTestGateway(
-    buildTestConfig({ issuer: provider.issuer, publicUrl: reserved.url, routes: [{ path: '/api', target: upstream.url, auth: 'user' }] }),
-    reserved,
-    { clock },
-  );
+  stack = await startStack({ config: { routes: [{ path: '/api', target: upstream.url, auth: 'user' }] }, clock });
+  gw = stack.gateway;
 });
 
 afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
 });
 

@@ -8,15 +8,9 @@ import { decodeJwt } from 'jose';
 import WebSocket from 'ws';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import {
-  buildTestConfig,
-  createTestClock,
-  gatewayClient,
-  reserveServer,
-  startTestGateway,
-  type TestGateway,
-} from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { createTestClock, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import type { Config } from '../../../src/config/load.js';
@@ -26,6 +20,7 @@ const ORDERS_API = 'https://orders.example';
 const INVENTORY = 'https://inventory.example';
 const REPORTS = 'https://reports.example';
 const clock = createTestClock();
+let stack: Stack;
 let provider: TestProvider;
 let orders: Upstream;
 let inventory: Upstream;
@@ -44,41 +39,40 @@ beforeAll(async () => {
     startUpstream(),
     startUpstream({ websocket: true }),
   ]);
-  const reserved = await reserveServer();
-  provider = await startTestProvider({
-    clients: [gatewayClient(reserved.url, { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] })],
-    scopes: { 'orders:read': 'Read your orders', 'inventory:read': 'Read inventory', 'reports:read': 'Read reports' },
-    resourceServers: {
-      [ORDERS_API]: { scope: 'orders:read' },
-      [INVENTORY]: { scope: 'inventory:read' },
-      [REPORTS]: { scope: 'reports:read' },
+  stack = await startStack({
+    clock,
+    client: { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] },
+    provider: {
+      scopes: { 'orders:read': 'Read your orders', 'inventory:read': 'Read inventory', 'reports:read': 'Read reports' },
+      resourceServers: {
+        [ORDERS_API]: { scope: 'orders:read' },
+        [INVENTORY]: { scope: 'inventory:read' },
+        [REPORTS]: { scope: 'reports:read' },
+      },
+      // The sign-in access token is for the main API (as Auth0's `audience` would make it).
+      defaultResource: ORDERS_API,
     },
-    // The sign-in access token is for the main API (as Auth0's `audience` would make it).
-    defaultResource: ORDERS_API,
+    config: {
+      scopes: ['openid', 'profile', 'email', 'offline_access', 'orders:read', 'inventory:read'],
+      extraAuthParams: { resource: ORDERS_API },
+      routes: [
+        { path: '/orders', target: orders.url, auth: 'user', scopes: ['orders:read'] },
+        { path: '/admin', target: orders.url, auth: 'user', scopes: ['admin:write'] },
+        { path: '/inventory', target: inventory.url, auth: 'user', resource: INVENTORY },
+        { path: '/reports', target: reports.url, auth: 'client', scopes: ['reports:read'], resource: REPORTS },
+        { path: '/legacy', target: legacy.url, auth: 'apiKey', apiKey: { header: 'X-API-Key', value: 'legacy-key-9f8e7d' } },
+        { path: '/live', target: live.url, auth: 'user', websocket: true },
+        { path: '/nows', target: live.url, auth: 'user' },
+      ],
+    },
   });
-  config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    scopes: ['openid', 'profile', 'email', 'offline_access', 'orders:read', 'inventory:read'],
-    extraAuthParams: { resource: ORDERS_API },
-    routes: [
-      { path: '/orders', target: orders.url, auth: 'user', scopes: ['orders:read'] },
-      { path: '/admin', target: orders.url, auth: 'user', scopes: ['admin:write'] },
-      { path: '/inventory', target: inventory.url, auth: 'user', resource: INVENTORY },
-      { path: '/reports', target: reports.url, auth: 'client', scopes: ['reports:read'], resource: REPORTS },
-      { path: '/legacy', target: legacy.url, auth: 'apiKey', apiKey: { header: 'X-API-Key', value: 'legacy-key-9f8e7d' } },
-      { path: '/live', target: live.url, auth: 'user', websocket: true },
-      { path: '/nows', target: live.url, auth: 'user' },
-    ],
-  });
-  gw = await startTestGateway(config, reserved, { clock });
+  ({ provider, config, gateway: gw } = stack);
   gw2 = await startTestGateway(config, undefined, { clock });
 });
 
 afterAll(async () => {
   await gw2?.close();
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await Promise.all([orders, inventory, reports, legacy, live].map((u) => u?.close()));
 });
 

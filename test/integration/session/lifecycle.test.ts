@@ -15,6 +15,7 @@ import {
 import { randomKey, randomSecret } from '../../support/config.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { digest } from '../../../src/redis/keys.js';
 import type { Config } from '../../../src/config/load.js';
@@ -26,21 +27,16 @@ let upstream: Upstream;
 let config: Config;
 let gw: TestGateway;
 
+let stack: Stack;
+
 beforeAll(async () => {
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
-  config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
-  });
-  gw = await startTestGateway(config, reserved, { clock });
+  stack = await startStack({ config: { routes: [{ path: '/api', target: upstream.url, auth: 'user' }] }, clock });
+  ({ provider, config, gateway: gw } = stack);
 });
 
 afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
 });
 
