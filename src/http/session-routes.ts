@@ -97,9 +97,11 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       algorithms: config.oidc.idTokenSigningAlgs,
       clockToleranceSeconds: config.oidc.clockToleranceSeconds,
       maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
-      now: deps.clock,
+      // The provider's tokens are judged by wall time, like every JWT the provider issues
+      // (the injected clock drives the gateway's own expiry decisions).
+      now: Date.now,
     });
-    const ttl = logout.rememberUntil - Math.floor(deps.clock() / 1000);
+    const ttl = logout.rememberUntil - Math.floor(Date.now() / 1000);
     const fresh = await withStore(() => firstSighting(deps.redis, deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`)), ttl));
     if (!fresh) throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
 

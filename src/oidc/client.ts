@@ -37,6 +37,19 @@ export interface ProviderHandleOptions {
   retry?: { initialMs: number; maxMs: number };
 }
 
+/**
+ * The provider's keys, cached. A token naming an unknown `kid` makes jose refetch the set, at
+ * most once per `cooldownSeconds`, so a provider key rotation never breaks sign-in and a flood
+ * of forged kids cannot turn into a flood of fetches.
+ */
+export function createJwks(uri: URL, options: { cooldownSeconds: number; timeoutSeconds: number }): JWTVerifyGetKey {
+  return createRemoteJWKSet(uri, {
+    cooldownDuration: options.cooldownSeconds * 1000,
+    cacheMaxAge: 10 * 60 * 1000,
+    timeoutDuration: options.timeoutSeconds * 1000,
+  });
+}
+
 export function clientAuthentication(cfg: OidcConfig): oidc.ClientAuth {
   switch (cfg.clientAuthMethod) {
     case 'client_secret_post':
@@ -92,10 +105,7 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
       if (closed) return;
       const metadata = configuration.serverMetadata();
       if (!metadata.jwks_uri) throw new Error('provider metadata has no jwks_uri');
-      const jwks = createRemoteJWKSet(new URL(metadata.jwks_uri), {
-        cooldownDuration: (options.jwksCooldownSeconds ?? 10) * 1000,
-        timeoutDuration: timeoutSeconds * 1000,
-      });
+      const jwks = createJwks(new URL(metadata.jwks_uri), { cooldownSeconds: options.jwksCooldownSeconds ?? 10, timeoutSeconds });
       state = { configuration, metadata, jwks };
       options.onReady?.(state);
       resolveReady(state);

@@ -11,6 +11,8 @@ export interface IdTokenChecks {
   clientId: string;
   algorithms: readonly string[];
   clockToleranceSeconds: number;
+  /** Milliseconds since the epoch. */
+  now?: () => number;
 }
 
 export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, checks: IdTokenChecks): Promise<JWTPayload> {
@@ -20,6 +22,13 @@ export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, chec
     algorithms: [...checks.algorithms],
     clockTolerance: checks.clockToleranceSeconds,
     requiredClaims: ['iat', 'exp', 'sub'],
+    ...(checks.now ? { currentDate: new Date(checks.now()) } : {}),
   });
+  // jose checks iat only together with maxTokenAge: an ID token "issued" in the future is
+  // refused here (OIDC Core §3.1.3.7 step 10).
+  const nowSeconds = Math.floor((checks.now?.() ?? Date.now()) / 1000);
+  if (typeof payload.iat !== 'number' || payload.iat > nowSeconds + checks.clockToleranceSeconds) {
+    throw new Error('ID token iat is in the future');
+  }
   return payload;
 }

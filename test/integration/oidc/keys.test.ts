@@ -1,0 +1,121 @@
+/**
+ * The provider's keys and metadata: ID token signatures checked against an allow-list, the
+ * JWKS refetched (rate-limited) on an unknown kid, and metadata naming another issuer refused.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import { createJwks } from '../../../src/oidc/client.js';
+import { verifyIdToken } from '../../../src/oidc/id-token.js';
+import { BrowserClient } from '../../support/browser-client.js';
+import { buildTestConfig, reserveServer, startTestGateway, gatewayClient } from '../../support/gateway.js';
+import { startTestProvider } from '../../support/oidc-provider.js';
+
+const ISSUER = 'https://idp.example';
+const checks = { issuer: ISSUER, clientId: 'bff', algorithms: ['RS256', 'ES256'], clockToleranceSeconds: 5 };
+
+async function newKey(kid: string, alg = 'RS256') {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  return { kid, alg, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' } as JWK };
+}
+
+type Key = Awaited<ReturnType<typeof newKey>>;
+
+function idToken(key: Key, claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ iss: ISSUER, aud: 'bff', sub: 'alice', iat: now, exp: now + 300, ...claims })
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, ...header })
+    .sign(key.privateKey);
+}
+
+describe('ID token signatures', () => {
+  let server: http.Server;
+  let published: JWK[] = [];
+  let fetches = 0;
+  let uri: URL;
+
+  beforeAll(async () => {
+    server = http.createServer((_req, res) => {
+      fetches += 1;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    uri = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`);
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('accepts a good token and refuses alg none, HS256, a foreign key, a future iat and a wrong audience', async () => {
+    const good = await newKey('k1');
+    const foreign = await newKey('k1'); // same kid, different key
+    published = [good.jwk];
+    const jwks = createJwks(uri, { cooldownSeconds: 30, timeoutSeconds: 5 });
+    await expect(verifyIdToken(await idToken(good), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
+
+    const [head, body] = (await idToken(good)).split('.');
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none', kid: 'k1' })).toString('base64url')}.${body}.`;
+    const hs = await new SignJWT({ iss: ISSUER, aud: 'bff', sub: 'a', iat: 1, exp: 9999999999 })
+      .setProtectedHeader({ alg: 'HS256', kid: 'k1' })
+      .sign(new TextEncoder().encode('a-shared-secret-guessed-by-an-attacker'));
+    const refused = [
+      none,
+      hs,
+      await idToken(foreign),
+      await idToken(good, { iat: Math.floor(Date.now() / 1000) + 3600 }),
+      await idToken(good, { aud: 'someone-else' }),
+      await idToken(good, { iss: 'https://evil.example' }),
+      `${head}.${body}.${'A'.repeat(342)}`,
+    ];
+    for (const [i, token] of refused.entries()) {
+      const outcome = await verifyIdToken(token, jwks, checks).then(() => "accepted", () => "refused");
+      expect([i, outcome]).toEqual([i, "refused"]);
+    }
+  });
+
+  it('refetches the JWKS once on an unknown kid, so a provider key rotation does not break sign-in', async () => {
+    const first = await newKey('rot-1');
+    const second = await newKey('rot-2');
+    published = [first.jwk];
+    const jwks = createJwks(uri, { cooldownSeconds: 0, timeoutSeconds: 5 });
+    fetches = 0;
+    await verifyIdToken(await idToken(first), jwks, checks);
+    expect(fetches).toBe(1);
+    published = [first.jwk, second.jwk]; // the provider rotates
+    await expect(verifyIdToken(await idToken(second), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
+    expect(fetches).toBe(2);
+  });
+
+  it('bounds the fetches a flood of unknown kids can cause', async () => {
+    const known = await newKey('known');
+    published = [known.jwk];
+    const jwks = createJwks(uri, { cooldownSeconds: 30, timeoutSeconds: 5 });
+    await verifyIdToken(await idToken(known), jwks, checks);
+    fetches = 0;
+    const forged = await newKey('forged');
+    for (let i = 0; i < 20; i++) await expect(verifyIdToken(await idToken(forged, {}, { kid: `forged-${i}` }), jwks, checks)).rejects.toThrow();
+    expect(fetches).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('provider metadata', () => {
+  it('refuses metadata whose issuer differs from the configured one: not ready, and sign-in answers 503', async () => {
+    const reserved = await reserveServer();
+    const provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+    // Same server, reached under another name: its metadata names http://127.0.0.1:PORT.
+    const configured = provider.issuer.replace('127.0.0.1', 'localhost');
+    const gw = await startTestGateway(buildTestConfig({ issuer: configured, publicUrl: reserved.url }), reserved, { waitForProvider: false });
+    try {
+      await new Promise((r) => setTimeout(r, 500));
+      const client = new BrowserClient();
+      const ready = await client.get(`${gw.url}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(ready.json()).toMatchObject({ down: ['provider'] });
+      const login = await client.get(`${gw.url}/auth/login`, { headers: { accept: 'application/json' } });
+      expect(login.status).toBe(503);
+      expect(login.json()).toMatchObject({ error: 'provider_unavailable' });
+      expect(gw.logs.some((l) => l.includes('discovery_failed'))).toBe(true);
+    } finally {
+      await gw.close();
+      await provider.close();
+    }
+  });
+});
