@@ -1,8 +1,8 @@
 /**
  * createApp(runtime): the one place where the order of middleware is written.
  *
- *   security headers → health → metrics → proxied routes (streamed, no body parsing)
- *   → /auth/* → static SPA → 404 → error handler
+ *   request metrics → proxied routes (streamed, no body parsing, the upstream's headers)
+ *   → security headers → health → /metrics → /auth/* → static SPA → 404 → error handler
  */
 import express, { type Express } from 'express';
 import type { UpgradeHandler } from './http/websocket.js';
@@ -31,17 +31,20 @@ export function createApp(runtime: Runtime): GatewayApp {
 
   const sessionMiddleware = createSessionMiddleware(config, runtime.store);
 
-  app.use(securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin }));
+  const ownHeaders = securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin });
+
   app.use(createRequestMetrics(runtime.metrics, config));
+  // Proxied answers are the upstream's own: they pass through without the gateway's headers.
+  const proxy = createProxyRoutes(runtime);
+  app.use(proxy.middleware);
+
+  app.use(ownHeaders);
   app.use(
     createHealthRouter({
       checks: { redis: () => runtime.redisReady(), provider: () => runtime.provider.isReady() },
     }),
   );
   if (config.server.metricsPort === undefined) app.get('/metrics', createMetricsHandler(runtime.metrics));
-
-  const proxy = createProxyRoutes(runtime, sessionMiddleware);
-  app.use(proxy.middleware);
 
   app.use(
     config.server.authPath,
@@ -80,6 +83,8 @@ export function createApp(runtime: Runtime): GatewayApp {
   app.use(
     createErrorHandler(runtime.logger, {
       htmlPaths: [`${config.server.authPath}/login`, `${config.server.authPath}/callback`],
+      // The proxy's own refusals (403 csrf, 401, 502...) are gateway answers: helmet applies.
+      headers: ownHeaders,
     }),
   );
   return Object.assign(app, { handleUpgrade: proxy.upgrade });

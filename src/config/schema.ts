@@ -176,6 +176,9 @@ export const configSchema = z
       if (route.path === auth || route.path.startsWith(`${auth}/`) || route.path === '/') {
         issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
       }
+      if (['/healthz', '/readyz', '/metrics'].some((p) => route.path === p || route.path.startsWith(`${p}/`))) {
+        issue(['routes', i, 'path'], 'must not shadow /healthz, /readyz or /metrics');
+      }
       if (route.auth === 'apiKey' && !route.apiKey) issue(['routes', i, 'apiKey'], 'is required when auth is apiKey');
       if (route.auth !== 'apiKey' && route.apiKey) issue(['routes', i, 'apiKey'], 'is only allowed when auth is apiKey');
       if (route.scopes.length > 0 && route.auth === 'none') {

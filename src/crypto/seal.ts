@@ -6,7 +6,7 @@
  * key opens. Additional authenticated data binds a sealed value to its context (the session it
  * belongs to), so a value copied into another session's record does not open there.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 const VERSION = 'v1';
 const IV_BYTES = 12;
@@ -28,13 +28,14 @@ export function keyId(key: Buffer): string {
 
 /** @param base64Keys 32-byte keys, base64; the first seals, all open. */
 export function createSealer(base64Keys: readonly string[]): Sealer {
-  const keys = base64Keys.map((k) => Buffer.from(k, 'base64'));
-  if (keys.length === 0 || keys.some((k) => k.length !== 32)) {
+  const raw = base64Keys.map((k) => Buffer.from(k, 'base64'));
+  if (raw.length === 0 || raw.some((k) => k.length !== 32)) {
     throw new TypeError('encryption keys must be 32 bytes each');
   }
-  const byKid = new Map(keys.map((k) => [keyId(k), k] as const));
-  const current = keys[0] as Buffer;
-  const currentKid = keyId(current);
+  // Imported once: handing cipheriv a Buffer re-imports the key on every call.
+  const byKid = new Map<string, KeyObject>(raw.map((k) => [keyId(k), createSecretKey(k)] as const));
+  const currentKid = keyId(raw[0] as Buffer);
+  const current = byKid.get(currentKid) as KeyObject;
 
   return {
     currentKid,

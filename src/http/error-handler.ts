@@ -3,7 +3,7 @@
  * client errors raised by Express or body parsers → 400/404/413 in the same shape; anything else
  * is a bug → 500 server_error, logged with its stack, never sent.
  */
-import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 
@@ -44,7 +44,10 @@ export function wantsHtml(req: Request): boolean {
   return req.method === 'GET' && req.accepts(['json', 'html']) === 'html';
 }
 
-export function createErrorHandler(logger: Logger, options: { htmlPaths?: readonly string[] } = {}): ErrorRequestHandler {
+export function createErrorHandler(
+  logger: Logger,
+  options: { htmlPaths?: readonly string[]; headers?: RequestHandler } = {},
+): ErrorRequestHandler {
   const htmlPaths = new Set(options.htmlPaths ?? []);
   return function errorHandler(err, req, res, _next) {
     const error = classify(err);
@@ -59,7 +62,11 @@ export function createErrorHandler(logger: Logger, options: { htmlPaths?: readon
       res.destroy();
       return;
     }
-    if (htmlPaths.has(req.path) && wantsHtml(req)) sendErrorPage(res, error);
-    else sendError(res, error);
+    const send = () => {
+      if (htmlPaths.has(req.path) && wantsHtml(req)) sendErrorPage(res, error);
+      else sendError(res, error);
+    };
+    if (options.headers) options.headers(req, res, send);
+    else send();
   };
 }

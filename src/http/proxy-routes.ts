@@ -8,21 +8,20 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { Runtime } from '../runtime.js';
 import { GatewayError } from '../errors.js';
-import { digest } from '../redis/keys.js';
-import { createCredentialResolver, needsSession, type LoadedSession } from '../proxy/bearer.js';
+import { createCredentialResolver, needsSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, isAmbiguousPath, type CompiledRoute } from '../proxy/routes.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { sendError } from './error-handler.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
-import { clearSessionCookie } from './session-cookie.js';
+import { clearSessionCookie, createSessionReader } from './session-cookie.js';
 
 export interface ProxyRoutes {
   middleware: RequestHandler;
   upgrade: UpgradeHandler;
 }
 
-export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHandler): ProxyRoutes {
+export function createProxyRoutes(runtime: Runtime): ProxyRoutes {
   const { config, logger, metrics } = runtime;
   const { routes, match } = compileRoutes(config.routes);
   const csrfHeader = config.csrf.headerName.toLowerCase();
@@ -57,11 +56,13 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     ]),
   );
 
+  const readSession = createSessionReader(config, runtime.records);
   const websockets = createUpgradeHandler({
     config,
     match,
     upstreams,
     resolveCredential,
+    readSession,
     records: runtime.records,
     logger,
     metrics,
@@ -71,17 +72,8 @@ export function createProxyRoutes(runtime: Runtime, sessionMiddleware: RequestHa
     for (const upstream of upstreams.values()) upstream.close();
   });
 
-  function loadSession(req: Request, res: Response): Promise<LoadedSession> {
-    return new Promise((resolve, reject) => {
-      sessionMiddleware(req, res, (err?: unknown) => {
-        if (err) return reject(err);
-        resolve({ digest: digest(req.sessionID), auth: req.session.auth, tokens: req.session.tokens });
-      });
-    });
-  }
-
   async function attachCredential(req: Request, res: Response, route: CompiledRoute) {
-    const session = needsSession(route) ? await loadSession(req, res) : undefined;
+    const session = needsSession(route) ? await readSession(req) : undefined;
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
     const resolve = async (forceRefresh: boolean) => {
       try {

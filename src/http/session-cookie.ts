@@ -4,6 +4,12 @@
 import type { RequestHandler, Request, Response, CookieOptions } from 'express';
 import session from 'express-session';
 import { parse as parseCookieHeader } from 'cookie';
+import { unsign } from 'cookie-signature';
+import type { IncomingMessage } from 'node:http';
+import { digest } from '../redis/keys.js';
+import { withStore } from '../redis/errors.js';
+import type { SessionRecords } from '../session/records.js';
+import type { LoadedSession } from '../proxy/bearer.js';
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { RedisSessionStore } from '../session/store.js';
@@ -82,4 +88,37 @@ export function readCookies(req: Request): Record<string, string | undefined> {
   } catch {
     return {};
   }
+}
+
+/** The session ID from a signed express-session cookie (`s:<id>.<hmac>`), if a secret verifies it. */
+export function sessionIdFromCookie(header: string | undefined, name: string, secrets: readonly string[]): string | undefined {
+  if (!header || !header.includes(name)) return undefined;
+  let raw: string | undefined;
+  try {
+    raw = parseCookieHeader(header)[name];
+  } catch {
+    return undefined;
+  }
+  if (!raw?.startsWith('s:')) return undefined;
+  for (const secret of secrets) {
+    const id = unsign(raw.slice(2), secret);
+    if (id !== false) return id;
+  }
+  return undefined;
+}
+
+/**
+ * Reads the session of a proxied call or WebSocket upgrade: verify the cookie, one GETEX.
+ * express-session's per-request machinery (Session objects, change hashing, response hooks) is
+ * not needed on a path that never writes the session, and it costs more than the proxying.
+ */
+export function createSessionReader(config: Config, records: SessionRecords) {
+  const name = config.derived.sessionCookieName;
+  return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
+    const id = sessionIdFromCookie(req.headers.cookie, name, config.session.secrets);
+    if (!id) return undefined;
+    const sessionDigest = digest(id);
+    const stored = await withStore(() => records.load(sessionDigest));
+    return { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
+  };
 }

@@ -8,8 +8,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
-import { unsign } from 'cookie-signature';
-import { parse as parseCookieHeader } from 'cookie';
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -17,7 +15,6 @@ import type { Metrics } from '../observability/metrics.js';
 import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
 import type { RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
-import { digest } from '../redis/keys.js';
 import type { SessionRecords } from '../session/records.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
@@ -27,6 +24,7 @@ export interface WebSocketDeps {
   match: RouteMatcher;
   upstreams: ReadonlyMap<string, Upstream>;
   resolveCredential: CredentialResolver;
+  readSession: (req: IncomingMessage) => Promise<LoadedSession | undefined>;
   records: SessionRecords;
   logger: Logger;
   metrics: Metrics;
@@ -44,23 +42,6 @@ function refuse(socket: Socket, error: GatewayError): void {
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
       `Content-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
-}
-
-/** The session ID from a signed express-session cookie, if any secret verifies it. */
-export function sessionIdFromCookie(header: string | undefined, name: string, secrets: readonly string[]): string | undefined {
-  if (!header) return undefined;
-  let raw: string | undefined;
-  try {
-    raw = parseCookieHeader(header)[name];
-  } catch {
-    return undefined;
-  }
-  if (!raw?.startsWith('s:')) return undefined;
-  for (const secret of secrets) {
-    const id = unsign(raw.slice(2), secret);
-    if (id !== false) return id;
-  }
-  return undefined;
 }
 
 export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHandler; close(): void } {
@@ -103,13 +84,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     const route = deps.match(pathname);
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
-    const id = sessionIdFromCookie(req.headers.cookie, config.derived.sessionCookieName, config.session.secrets);
-    let session: LoadedSession | undefined;
-    if (id) {
-      const sessionDigest = digest(id);
-      const stored = await deps.records.load(sessionDigest);
-      session = { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
-    }
+    const session = await deps.readSession(req);
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
     const credential = await deps.resolveCredential(route, session);
     if (session?.tokens) track(session.digest, socket, route.path);

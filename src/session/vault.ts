@@ -13,12 +13,27 @@ export interface TokenVault {
   isStale(sealed: string): boolean;
 }
 
-export function createTokenVault(sealer: Sealer): TokenVault {
+/**
+ * @param cacheSize how many opened token sets to keep, keyed by their sealed value (which is
+ *   unique per write: a fresh IV each time), so a steady stream of calls on one session opens
+ *   its tokens once, not once per call. 0 disables the cache.
+ */
+export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault {
+  const opened = new Map<string, TokenSet>();
   return {
     seal: (d, tokens) => sealer.seal(JSON.stringify(tokens), d),
     open(d, sealed) {
+      const key = `${d}.${sealed}`;
+      const hit = opened.get(key);
+      if (hit) return hit;
       const json = sealer.open(sealed, d);
-      return json === undefined ? undefined : parseTokenSet(json);
+      const tokens = json === undefined ? undefined : parseTokenSet(json);
+      if (tokens && cacheSize > 0) {
+        // Oldest first out: Map keeps insertion order.
+        if (opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
+        opened.set(key, tokens);
+      }
+      return tokens;
     },
     isStale: (sealed) => sealer.kidOf(sealed) !== sealer.currentKid,
   };
