@@ -90,8 +90,10 @@ export function readCookies(req: Request): Record<string, string | undefined> {
   }
 }
 
-/** The session ID from a signed express-session cookie (`s:<id>.<hmac>`), if a secret verifies it. */
-export function sessionIdFromCookie(header: string | undefined, name: string, secrets: readonly string[]): string | undefined {
+/** Our signed session cookies are about 80 characters; anything much longer is not one. */
+const MAX_SIGNED_VALUE = 256;
+
+function signedValue(header: string | undefined, name: string): string | undefined {
   if (!header || !header.includes(name)) return undefined;
   let raw: string | undefined;
   try {
@@ -99,12 +101,41 @@ export function sessionIdFromCookie(header: string | undefined, name: string, se
   } catch {
     return undefined;
   }
-  if (!raw?.startsWith('s:')) return undefined;
+  return raw?.startsWith('s:') && raw.length <= MAX_SIGNED_VALUE ? raw.slice(2) : undefined;
+}
+
+function verifySigned(value: string, secrets: readonly string[]): string | undefined {
   for (const secret of secrets) {
-    const id = unsign(raw.slice(2), secret);
+    const id = unsign(value, secret);
     if (id !== false) return id;
   }
   return undefined;
+}
+
+/** The session ID from a signed express-session cookie (`s:<id>.<hmac>`), if a secret verifies it. */
+export function sessionIdFromCookie(header: string | undefined, name: string, secrets: readonly string[]): string | undefined {
+  const value = signedValue(header, name);
+  return value === undefined ? undefined : verifySigned(value, secrets);
+}
+
+/**
+ * sessionIdFromCookie with a bounded memo: a browser sends the same cookie on every call, and
+ * the HMAC check is a pure function of the value, so it runs once per value. Only values that
+ * verified are remembered, so forged cookies cannot fill the memo.
+ */
+export function createCookieVerifier(name: string, secrets: readonly string[], size = 10_000) {
+  const verified = new Map<string, string>();
+  return (header: string | undefined): string | undefined => {
+    const value = signedValue(header, name);
+    if (value === undefined) return undefined;
+    const known = verified.get(value);
+    if (known !== undefined) return known;
+    const id = verifySigned(value, secrets);
+    if (id === undefined) return undefined;
+    if (verified.size >= size) verified.delete(verified.keys().next().value as string);
+    verified.set(value, id);
+    return id;
+  };
 }
 
 /**
@@ -113,9 +144,9 @@ export function sessionIdFromCookie(header: string | undefined, name: string, se
  * not needed on a path that never writes the session, and it costs more than the proxying.
  */
 export function createSessionReader(config: Config, records: SessionRecords) {
-  const name = config.derived.sessionCookieName;
+  const verify = createCookieVerifier(config.derived.sessionCookieName, config.session.secrets);
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
-    const id = sessionIdFromCookie(req.headers.cookie, name, config.session.secrets);
+    const id = verify(req.headers.cookie);
     if (!id) return undefined;
     const sessionDigest = digest(id);
     const stored = await withStore(() => records.load(sessionDigest));

@@ -36,7 +36,7 @@ export function forwardingHeaders(input: ForwardingInput): Record<string, string
   const out: Record<string, string | undefined> = {};
   const peer = input.remoteAddress ?? '';
   if (!input.trustProxy) {
-    for (const name of FORWARDING) out[name] = undefined;
+    for (const name of FORWARDING) if (input.headers[name] !== undefined) out[name] = undefined;
     out['x-forwarded-for'] = peer;
     out['x-forwarded-proto'] = input.publicProtocol;
     out['x-forwarded-host'] = input.publicHost;

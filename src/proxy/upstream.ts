@@ -71,11 +71,15 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const timeoutMs = route.timeoutSeconds * 1000;
 
   function rewriteRequest(proxyReq: http.ClientRequest, req: http.IncomingMessage): void {
-    for (const name of connectionNominated(req.headers)) proxyReq.removeHeader(name);
-    proxyReq.removeHeader('authorization');
-    const cookie = stripCookies(req.headers.cookie, isGatewayCookie);
-    if (cookie === undefined) proxyReq.removeHeader('cookie');
-    else proxyReq.setHeader('cookie', cookie);
+    if (req.headers.connection !== undefined && req.headers.connection !== 'keep-alive') {
+      for (const name of connectionNominated(req.headers)) proxyReq.removeHeader(name);
+    }
+    if (req.headers.authorization !== undefined) proxyReq.removeHeader('authorization');
+    if (req.headers.cookie !== undefined) {
+      const cookie = stripCookies(req.headers.cookie, isGatewayCookie);
+      if (cookie === undefined) proxyReq.removeHeader('cookie');
+      else proxyReq.setHeader('cookie', cookie);
+    }
     const forwarded = forwardingHeaders({
       headers: req.headers,
       remoteAddress: req.socket.remoteAddress,
