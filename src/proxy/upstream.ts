@@ -51,12 +51,25 @@ export function isBodyless(req: http.IncomingMessage): boolean {
   return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
 }
 
-/** What httpxy does for a response it handles itself: status, headers, streamed body. */
-function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
-  for (const [name, value] of Object.entries(proxyRes.headers)) {
-    if (value !== undefined && name !== 'connection' && name !== 'keep-alive') res.setHeader(name, value);
+const HOP_BY_HOP = new Set(['connection', 'keep-alive']);
+
+/**
+ * What httpxy does for a response it handles itself: status, headers, streamed body. One
+ * writeHead with the raw header list (order and case kept) instead of a setHeader per header;
+ * Set-Cookie values that would overwrite the gateway's cookies are left out.
+ */
+function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean): void {
+  const raw = proxyRes.rawHeaders;
+  const headers: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower)) continue;
+    if (lower === 'set-cookie' && filterSetCookie([value], isGatewayCookie)?.length === 0) continue;
+    headers.push(name, value);
   }
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage);
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, headers);
   proxyRes.pipe(res);
 }
 
@@ -169,7 +182,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
             .catch((err: unknown) => options.onError(err instanceof Error ? err : new Error(String(err)), req, res));
           return;
         }
-        passThrough(proxyRes, res);
+        passThrough(proxyRes, res, isGatewayCookie);
       },
     },
   });

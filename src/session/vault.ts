@@ -14,24 +14,24 @@ export interface TokenVault {
 }
 
 /**
- * @param cacheSize how many opened token sets to keep, keyed by their sealed value (which is
- *   unique per write: a fresh IV each time), so a steady stream of calls on one session opens
- *   its tokens once, not once per call. 0 disables the cache.
+ * @param cacheSize how many sessions' opened token sets to keep. An entry is used only while
+ *   the stored sealed value is the very one it came from (each write has a fresh IV), so a
+ *   steady stream of calls on one session opens its tokens once, not once per call; 0 disables.
  */
 export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault {
-  const opened = new Map<string, TokenSet>();
+  // By session: the latest sealed value seen and what it opened to.
+  const opened = new Map<string, { sealed: string; tokens: TokenSet }>();
   return {
     seal: (d, tokens) => sealer.seal(JSON.stringify(tokens), d),
     open(d, sealed) {
-      const key = `${d}.${sealed}`;
-      const hit = opened.get(key);
-      if (hit) return hit;
+      const hit = opened.get(d);
+      if (hit && hit.sealed === sealed) return hit.tokens;
       const json = sealer.open(sealed, d);
       const tokens = json === undefined ? undefined : parseTokenSet(json);
       if (tokens && cacheSize > 0) {
         // Oldest first out: Map keeps insertion order.
-        if (opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
-        opened.set(key, tokens);
+        if (!hit && opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
+        opened.set(d, { sealed, tokens });
       }
       return tokens;
     },
