@@ -21,6 +21,9 @@
  *   --duration S       seconds per measured run (default 10, quick 2)
  *   --connections C    concurrency (default 32)
  *   --strict           exit 1 when a performance target is missed
+ *   --experiment autopipelining
+ *                      the gateway with ioredis auto-pipelining on (a bench-only variation that
+ *                      measures a suggested src/ change; reported as such)
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -30,17 +33,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
-import { Redis } from 'ioredis';
-import { cpuDelta, snapshot } from './lib/cpu.js';
+import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
+import type { LoadResult, LoadRun } from './load.js';
+import type { GatewayOptions } from './servers/gateway.js';
 
 const round2 = (v: number) => round(v, 2);
-import type { LoadResult, LoadRun } from './load.js';
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -57,7 +61,14 @@ interface Settings {
   stormTrials: number;
   strict: boolean;
   deadlineMs: number;
+  /** Bench-only variations of the gateway, to measure a suggested src/ change before making it. */
+  experiments: string[];
 }
+
+const EXPERIMENTS = new Set(['autopipelining']);
+
+/** latest.json / latest.md, or experiment-<names>.* so that an experiment never replaces the plain run. */
+const resultName = (s: Settings) => (s.experiments.length ? `experiment-${s.experiments.join('-')}` : 'latest');
 
 function parseArgs(argv: string[]): Settings {
   const quick = argv.includes('--quick');
@@ -68,11 +79,19 @@ function parseArgs(argv: string[]): Settings {
     if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
     return v;
   };
-  const known = new Set(['--quick', '--strict', '--rounds', '--duration', '--connections']);
+  const known = new Set(['--quick', '--strict', '--rounds', '--duration', '--connections', '--experiment']);
+  const experiments: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
-    if (!known.has(a)) throw new Error(`unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict]`);
-    if (a === '--rounds' || a === '--duration' || a === '--connections') i++;
+    if (!known.has(a)) {
+      throw new Error(`unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict] [--experiment autopipelining]`);
+    }
+    if (a === '--experiment') {
+      const name = argv[i + 1] ?? '';
+      if (!EXPERIMENTS.has(name)) throw new Error(`--experiment needs one of: ${[...EXPERIMENTS].join(', ')}`);
+      experiments.push(name);
+    }
+    if (a === '--rounds' || a === '--duration' || a === '--connections' || a === '--experiment') i++;
   }
   const rounds = Math.max(3, Math.floor(num('--rounds', 3)));
   const durationSec = num('--duration', quick ? 2 : 10);
@@ -80,7 +99,8 @@ function parseArgs(argv: string[]): Settings {
   const profileSec = quick ? 2 : 8;
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
-  const plannedSec = 3 * warmupSec + 3 * rounds * durationSec + 3 * profileSec;
+  const targetCount = 3 + experiments.length;
+  const plannedSec = targetCount * (warmupSec + rounds * durationSec + profileSec);
   return {
     quick,
     rounds,
@@ -91,6 +111,7 @@ function parseArgs(argv: string[]): Settings {
     stormCalls: 200,
     stormTrials,
     strict: argv.includes('--strict'),
+    experiments,
     deadlineMs: (plannedSec + 120) * 1000,
   };
 }
@@ -230,6 +251,10 @@ interface RunRecord extends LoadResult {
   cpuPercent: Record<string, number>;
   /** 1-minute load average at the end of the run: other work on the machine shows up here. */
   loadAvg1: number;
+  /** Whole machine during the run (all CPUs): busy / idle / stolen by the hypervisor, %. */
+  machine?: { busyPercent: number; idlePercent: number; stealPercent: number };
+  /** The target's memory after the run. */
+  targetMemory?: { rssMB: number; heapUsedMB: number; heapTotalMB: number };
 }
 
 /** Process ids to account CPU to; the target's own process is under `target`. */
@@ -265,39 +290,46 @@ async function measure(
   load: BenchChild,
   redis: RedisServer,
   target: Target,
+  server: BenchChild,
   pids: Pids,
   settings: Settings,
   durationSec: number,
-  round: number,
+  roundNo: number,
 ): Promise<RunRecord> {
   const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
   delete procs[target.name];
   const before = await redis.commandStats();
   const cpuBefore = snapshot(procs);
+  const machineBefore = machineTicks();
   const wallStart = performance.now();
   const args: LoadRun = { url: target.url, headers: target.headers, connections: settings.connections, durationSec };
   const result = await load.call<LoadResult>('run', args, (durationSec + 30) * 1000);
   // Requests still in flight when autocannon stopped finish now, inside this run's window.
   await new Promise((r) => setTimeout(r, SETTLE_MS));
   const cpu = cpuDelta(cpuBefore, snapshot(procs));
+  const machine = machineShares(machineBefore, machineTicks());
   const wallMs = performance.now() - wallStart;
+  const targetMemory = await server.call<RunRecord['targetMemory']>('memory').catch(() => undefined);
   const after = await redis.commandStats();
   const delta = statsDelta(before, after);
   const sent = Math.max(1, result.sent);
   const record: RunRecord = {
     ...result,
     target: target.name,
-    round,
+    round: roundNo,
     redisCommands: delta.total,
     redisCommandsPerRequest: delta.total / sent,
     redisByCommand: delta.byCommand,
     cpuUsPerRequest: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((ms * 1000) / sent)])),
     cpuPercent: Object.fromEntries(Object.entries(cpu).map(([k, ms]) => [k, round2((100 * ms) / wallMs)])),
     loadAvg1: round2(os.loadavg()[0] ?? 0),
+    ...(machine ? { machine } : {}),
+    ...(targetMemory ? { targetMemory } : {}),
   };
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
-      `${target.name} round ${round}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts out of ${result.responses} responses`,
+      `${target.name} round ${roundNo}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts out of ${result.responses} responses\n` +
+        `last output of ${target.name}:\n${server.output().trim().slice(-1500)}`,
     );
   }
   return record;
@@ -521,8 +553,10 @@ function markdownReport(r: Report): string {
   const base = r.summary.find((s) => s.target === 'baseline') as TargetSummary;
   return [
     `Run ${r.machine.date}: ${r.machine.nproc} CPUs (${r.machine.cpuModel}), Node ${r.machine.node}, Redis ${r.machine.redis}; ` +
-      `${r.settings.rounds} rounds x ${r.settings.durationSec} s per target at ${r.settings.connections} connections${r.settings.quick ? ' (--quick)' : ''}; ` +
-      `load average ${r.machine.loadAvgAtStart} at start, ${median(r.runs.map((x) => x.loadAvg1)).toFixed(1)} (median) during the runs.`,
+      `${r.settings.rounds} rounds x ${r.settings.durationSec} s per target at ${r.settings.connections} connections${r.settings.quick ? ' (--quick)' : ''}` +
+      `${r.settings.experiments.length ? ` [EXPERIMENT: ${r.settings.experiments.join(', ')}]` : ''}; ` +
+      `load average ${r.machine.loadAvgAtStart} at start, ${median(r.runs.map((x) => x.loadAvg1)).toFixed(1)} (median) during the runs, ` +
+      `CPU stolen by the hypervisor ${median(r.runs.map((x) => x.machine?.stealPercent ?? 0)).toFixed(1)}% (median).`,
     '',
     markdownTable(MAIN_HEADER, mainTableRows(r.summary, base)),
     '',
@@ -613,20 +647,43 @@ async function main(settings: Settings): Promise<number> {
         }),
       );
       const env = { NODE_ENV: 'production' };
-      const [gateway, baseline, eoc, load] = await Promise.all([
+      // Experimental variants are more gateway processes on the same Redis with the same
+      // secrets (SPEC §1: instances share sessions), so the one sign-in serves them all.
+      const gatewayOptions = (port: number, autoPipelining: boolean): GatewayOptions => ({
+        host: HOST,
+        port,
+        issuer: idp.info.issuer,
+        clientId: GATEWAY_CLIENT.id,
+        clientSecret: GATEWAY_CLIENT.secret,
+        sessionSecret: randomBytes(32).toString('base64url'),
+        encryptionKey: randomBytes(32).toString('base64'),
+        redisUrl: r.url,
+        upstream: upstream.info.url,
+        autoPipelining,
+      });
+      const mainGateway = gatewayOptions(gwPort, false);
+      const variants = Promise.all(
+        settings.experiments.map(async (experiment) =>
+          keep(
+            await startChild<{ url: string; cookieName: string }>({
+              name: `gateway+${experiment}`,
+              module: moduleOf('servers/gateway'),
+              env,
+              options: {
+                ...mainGateway,
+                port: await findFreePort(),
+                autoPipelining: experiment === 'autopipelining',
+              } satisfies GatewayOptions,
+            }),
+          ),
+        ),
+      );
+      const [gateway, baseline, eoc, load, experimental] = await Promise.all([
         startChild<{ url: string; cookieName: string }>({
           name: 'gateway',
           module: moduleOf('servers/gateway'),
           env,
-          options: {
-            host: HOST,
-            port: gwPort,
-            issuer: idp.info.issuer,
-            clientId: GATEWAY_CLIENT.id,
-            clientSecret: GATEWAY_CLIENT.secret,
-            redisUrl: r.url,
-            upstream: upstream.info.url,
-          },
+          options: mainGateway,
         }).then(keep),
         startChild<{ url: string }>({ name: 'baseline', module: moduleOf('servers/baseline'), env, options: { host: HOST, upstream: upstream.info.url } }).then(keep),
         startChild<{ url: string }>({
@@ -645,15 +702,17 @@ async function main(settings: Settings): Promise<number> {
           },
         }).then(keep),
         startChild<Record<string, never>>({ name: 'autocannon', module: moduleOf('load'), options: {} }).then(keep),
+        variants,
       ]);
-      return { redis: r, upstream, idp, gateway, baseline, eoc, load };
+      return { redis: r, upstream, idp, gateway, baseline, eoc, load, experimental };
     })());
-    const { idp, gateway, baseline, eoc, load, upstream } = await startup;
+    const { idp, gateway, baseline, eoc, load, upstream, experimental } = await startup;
     const redisServer = redis as unknown as RedisServer;
     const pids: Pids = {
       gateway: gateway.pid,
       baseline: baseline.pid,
       'express-openid-connect': eoc.pid,
+      ...Object.fromEntries(experimental.map((c) => [c.name, c.pid])),
       upstream: upstream.pid,
       redis: await redisPid(redisServer.url),
       autocannon: load.pid,
@@ -676,34 +735,40 @@ async function main(settings: Settings): Promise<number> {
       { name: 'gateway', url: `${gateway.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'baseline', url: `${baseline.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'express-openid-connect', url: `${eoc.info.url}/api/echo`, headers: { cookie: eocCookie, 'x-csrf': '1' } },
+      ...experimental.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
     ];
     await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
+    const servers: Record<string, BenchChild> = {
+      gateway,
+      baseline,
+      'express-openid-connect': eoc,
+      ...Object.fromEntries(experimental.map((c) => [c.name, c])),
+    };
     log('signed in on the gateway and on express-openid-connect; every target answers 200');
 
     // --- warm-up and alternating rounds -----------------------------------------------------------
     for (const t of targets) {
       log(`warm-up ${t.name} (${settings.warmupSec} s)`);
-      await measure(load, redisServer, t, pids, settings, settings.warmupSec, 0);
+      await measure(load, redisServer, t, servers[t.name] as BenchChild, pids, settings, settings.warmupSec, 0);
     }
     const runs: RunRecord[] = [];
-    for (let round = 1; round <= settings.rounds; round++) {
-      const order = targets.map((_, i) => targets[(i + round - 1) % targets.length] as Target);
+    for (let roundNo = 1; roundNo <= settings.rounds; roundNo++) {
+      const order = targets.map((_, i) => targets[(i + roundNo - 1) % targets.length] as Target);
       for (const t of order) {
-        const rec = await measure(load, redisServer, t, pids, settings, settings.durationSec, round);
+        const rec = await measure(load, redisServer, t, servers[t.name] as BenchChild, pids, settings, settings.durationSec, roundNo);
         runs.push(rec);
         log(
-          `round ${round}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
-            `load ${rec.loadAvg1.toFixed(1)}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
+          `round ${roundNo}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
+            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }
 
     // --- CPU profiles under the same load ------------------------------------------------------------
-    const servers: Record<string, BenchChild> = { gateway, baseline, 'express-openid-connect': eoc };
     const profiles: ProfiledTarget[] = [];
     for (const t of targets) {
       const server = servers[t.name] as BenchChild;
-      const file = path.join(resultsDir, `${t.name}.cpuprofile`);
+      const file = path.join(resultsDir, `${resultName(settings) === 'latest' ? '' : `${resultName(settings)}-`}${t.name}.cpuprofile`);
       log(`profiling ${t.name} under load (${settings.profileSec} s)`);
       await server.call('profileStart', { samplingIntervalUs: 250 });
       const loadResult = await load.call<LoadResult>(
@@ -727,15 +792,18 @@ async function main(settings: Settings): Promise<number> {
     const summary = targets.map((t) => summarize(runs, t.name));
     const [gw, base, ref] = summary as [TargetSummary, TargetSummary, TargetSummary];
     const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profiles };
-    writeFileSync(path.join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(path.join(resultsDir, 'latest.md'), markdownReport(report));
+    const jsonFile = path.join(resultsDir, `${resultName(settings)}.json`);
+    writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(path.join(resultsDir, `${resultName(settings)}.md`), markdownReport(report));
 
     const out = [
       '',
       `bff-gateway bench — ${machine.date} — ${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`,
       `${settings.rounds} alternating rounds x ${settings.durationSec} s per target, ${settings.connections} connections, GET /api/echo; ` +
-        `load average ${machine.loadAvgAtStart} at start, ${median(runs.map((r) => r.loadAvg1)).toFixed(1)} (median) during the runs` +
-        (settings.quick ? ' (--quick: indicative only)' : ''),
+        `load average ${machine.loadAvgAtStart} at start, ${median(runs.map((r) => r.loadAvg1)).toFixed(1)} (median) during the runs, ` +
+        `CPU stolen by the hypervisor ${median(runs.map((r) => r.machine?.stealPercent ?? 0)).toFixed(1)}% (median)` +
+        (settings.quick ? ' (--quick: indicative only)' : '') +
+        (settings.experiments.length ? ` [EXPERIMENT: ${settings.experiments.join(', ')}]` : ''),
       '',
       textTable(MAIN_HEADER, mainTableRows(summary, base)),
       '',
@@ -750,10 +818,10 @@ async function main(settings: Settings): Promise<number> {
       `Gateway CPU profile (${profile.busyMs.toFixed(0)} ms busy of ${profile.wallMs.toFixed(0)} ms), top self time:`,
       textTable(PROFILE_HEADER, profileRows(profile)),
       '',
-      'CPU per request by owner (nearest non-Node-core frame; all three servers profiled alike, profiler overhead included):',
+      'CPU per request by owner (nearest non-Node-core frame; every server profiled alike, profiler overhead included):',
       textTable(categoryComparison(profiles).header, categoryComparison(profiles).rows),
       '',
-      `JSON: ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))}   profiles: ${profiles.map((p) => p.file).join(', ')}`,
+      `JSON: ${path.relative(process.cwd(), jsonFile)}   profiles: ${profiles.map((p) => p.file).join(', ')}`,
       '',
     ];
     process.stdout.write(out.join('\n'));

@@ -49,3 +49,30 @@ export function cpuDelta(before: CpuSnapshot, after: CpuSnapshot): Record<string
   }
   return out;
 }
+
+/** Whole-machine jiffies from /proc/stat: busy, idle and steal (time the hypervisor took). */
+export function machineTicks(): { busy: number; idle: number; steal: number } | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    const [, user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).map(Number);
+    if (user === undefined || steal === undefined) return undefined;
+    return { busy: user + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0), idle: (idle ?? 0) + (iowait ?? 0), steal };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Shares (%) of the machine's time between two machineTicks() readings. */
+export function machineShares(
+  a: ReturnType<typeof machineTicks>,
+  b: ReturnType<typeof machineTicks>,
+): { busyPercent: number; idlePercent: number; stealPercent: number } | undefined {
+  if (!a || !b) return undefined;
+  const busy = b.busy - a.busy;
+  const idle = b.idle - a.idle;
+  const steal = b.steal - a.steal;
+  const total = busy + idle + steal;
+  if (total <= 0) return undefined;
+  const pct = (v: number) => Math.round((1000 * v) / total) / 10;
+  return { busyPercent: pct(busy), idlePercent: pct(idle), stealPercent: pct(steal) };
+}

@@ -40,9 +40,9 @@ interface ReadyMessage {
 // Child side
 // ---------------------------------------------------------------------------------------------
 
-/** The JSON options the parent passed as argv[2]. */
+/** The JSON options the parent passed (in the environment: they hold client secrets, which `ps` would show in argv). */
 export function childOptions<T>(): T {
-  const raw = process.argv[2];
+  const raw = process.env.BENCH_CHILD_OPTIONS;
   if (!raw) throw new Error('bench child started without options');
   return JSON.parse(raw) as T;
 }
@@ -71,6 +71,11 @@ export function serveChild(info: unknown, handlers: Record<string, Handler>, cle
       profiler = undefined;
       writeFileSync(args.file, JSON.stringify(profile));
       return args.file;
+    },
+    /** Heap and RSS in MB, for leak and GC-pressure checks between runs. */
+    memory() {
+      const m = process.memoryUsage();
+      return { rssMB: Math.round(m.rss / 2 ** 20), heapUsedMB: Math.round(m.heapUsed / 2 ** 20), heapTotalMB: Math.round(m.heapTotal / 2 ** 20) };
     },
     ...handlers,
     async shutdown() {
@@ -149,9 +154,9 @@ export interface StartChildOptions {
 
 export function startChild<Info>(opts: StartChildOptions): Promise<BenchChild<Info>> {
   installExitHook();
-  const child = fork(opts.module, [JSON.stringify(opts.options)], {
+  const child = fork(opts.module, [], {
     execArgv: opts.execArgv ?? [],
-    env: { ...process.env, ...opts.env },
+    env: { ...process.env, ...opts.env, BENCH_CHILD_OPTIONS: JSON.stringify(opts.options) },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'advanced',
   });

@@ -6,8 +6,8 @@
  * Command `advanceClock` moves the gateway's clock forward (the refresh storm: every access
  * token looks expired without anyone waiting); profiling is in every child (lib/ipc.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { createRuntime, parseConfig, startGateway } from '../../src/index.js';
+import { connectRedis, createRedis } from '../../src/redis/client.js';
 import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
 
 export interface GatewayOptions {
@@ -16,8 +16,17 @@ export interface GatewayOptions {
   issuer: string;
   clientId: string;
   clientSecret: string;
+  /** Shared by every gateway process of a run, so that one sign-in works on all of them. */
+  sessionSecret: string;
+  encryptionKey: string;
   redisUrl: string;
   upstream: string;
+  /**
+   * Experiment (`--experiment autopipelining`): the gateway's own Redis client (createRedis from
+   * src/redis/client.ts, same options) with ioredis auto-pipelining switched on, handed to
+   * createRuntime as a ready client. Measures a suggested src/ change without making it.
+   */
+  autoPipelining?: boolean;
 }
 
 guardChild(async () => {
@@ -33,8 +42,8 @@ guardChild(async () => {
         scopes: ['openid', 'profile', 'email', 'offline_access'],
       },
       session: {
-        secrets: [randomBytes(32).toString('base64url')],
-        encryptionKeys: [randomBytes(32).toString('base64')],
+        secrets: [opts.sessionSecret],
+        encryptionKeys: [opts.encryptionKey],
       },
       redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
       routes: [{ path: '/api', target: opts.upstream, auth: 'user' }],
@@ -43,7 +52,13 @@ guardChild(async () => {
     { env: {} },
   );
   let offsetMs = 0;
-  const runtime = await createRuntime(config, { clock: () => Date.now() + offsetMs });
+  let redis: ReturnType<typeof createRedis> | undefined;
+  if (opts.autoPipelining) {
+    redis = createRedis(config.redis);
+    redis.options.enableAutoPipelining = true;
+    await connectRedis(redis, 5000);
+  }
+  const runtime = await createRuntime(config, { clock: () => Date.now() + offsetMs, ...(redis ? { redis } : {}) });
   await runtime.provider.ready();
   const gateway = await startGateway(config, runtime);
 
