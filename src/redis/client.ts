@@ -25,8 +25,10 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     lazyConnect: true,
-    // Concurrent requests' commands go out in one write instead of one syscall each.
-    enableAutoPipelining: true,
+    // No enableAutoPipelining: ioredis runs one auto-pipeline at a time, so while Redis stalls
+    // each new batch waits for the previous one's timeout and "fail within about a second"
+    // becomes N × commandTimeoutMs under load (measured: 10 concurrent calls 530 → 1016 ms),
+    // for ~4% throughput (docs/benchmarks.md).
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
     ...(cfg.password ? { password: cfg.password } : {}),
   };
@@ -36,7 +38,6 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     const clusterOptions: ClusterOptions = {
       redisOptions: common,
       enableOfflineQueue: false,
-      enableAutoPipelining: true,
       lazyConnect: true,
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
       clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
