@@ -86,6 +86,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
+    onEnded: (d) => vault.forget(d),
   });
   const refresher = createRefreshCoordinator({
     redis,

@@ -56,7 +56,7 @@ export function createProxyRoutes(runtime: Runtime): ProxyRoutes {
     ]),
   );
 
-  const readSession = createSessionReader(config, runtime.records);
+  const readSession = createSessionReader(config, runtime.records, metrics);
   const websockets = createUpgradeHandler({
     config,
     match,

@@ -10,6 +10,7 @@ import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { SessionRecords } from '../session/records.js';
 import type { LoadedSession } from '../proxy/bearer.js';
+import type { Metrics } from '../observability/metrics.js';
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { RedisSessionStore } from '../session/store.js';
@@ -143,13 +144,23 @@ export function createCookieVerifier(name: string, secrets: readonly string[], s
  * express-session's per-request machinery (Session objects, change hashing, response hooks) is
  * not needed on a path that never writes the session, and it costs more than the proxying.
  */
-export function createSessionReader(config: Config, records: SessionRecords) {
+export function createSessionReader(config: Config, records: SessionRecords, metrics?: Metrics) {
   const verify = createCookieVerifier(config.derived.sessionCookieName, config.session.secrets);
+  const latency = metrics?.redisLatency.labels('session_read');
+  const failures = metrics?.redisErrors.labels('command');
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
     const id = verify(req.headers.cookie);
     if (!id) return undefined;
     const sessionDigest = digest(id);
-    const stored = await withStore(() => records.load(sessionDigest));
-    return { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
+    const start = process.hrtime.bigint();
+    try {
+      const stored = await withStore(() => records.load(sessionDigest));
+      return { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
+    } catch (err) {
+      failures?.inc();
+      throw err;
+    } finally {
+      latency?.observe(Number(process.hrtime.bigint() - start) / 1e9);
+    }
   };
 }

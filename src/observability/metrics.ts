@@ -11,6 +11,7 @@ export interface Metrics {
   refreshes: Counter<'outcome'>;
   clientCredentials: Counter<'outcome'>;
   redisErrors: Counter<'kind'>;
+  redisLatency: Histogram<'operation'>;
   loginTransactions: Counter<'outcome'>;
   upstreamErrors: Counter<'route' | 'kind'>;
   openWebSockets: Gauge<'route'>;
@@ -51,6 +52,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'bff_redis_errors_total',
       help: 'Redis failures: connection errors and failed commands.',
       labelNames: ['kind'],
+      registers,
+    }),
+    redisLatency: new Histogram({
+      name: 'bff_redis_command_duration_seconds',
+      help: 'Time of the Redis read behind each session lookup (GETEX), failures included.',
+      labelNames: ['operation'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     }),
     loginTransactions: new Counter({

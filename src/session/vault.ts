@@ -11,6 +11,8 @@ export interface TokenVault {
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
   /** True when the value was sealed with a key other than the current one (rotation). */
   isStale(sealed: string): boolean;
+  /** Drops what this process remembers of a session's opened tokens (it ended). */
+  forget(sessionDigest: string): void;
 }
 
 /**
@@ -36,5 +38,6 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
       return tokens;
     },
     isStale: (sealed) => sealer.kidOf(sealed) !== sealer.currentKid,
+    forget: (d) => void opened.delete(d),
   };
 }

@@ -45,6 +45,7 @@ it('counts requests by configured route and status, latency, refreshes and login
   expect(text).toMatch(/bff_http_request_duration_seconds_bucket\{le="[^"]+",route="\/api"\}/);
   expect(text).toMatch(/bff_token_refresh_total\{outcome="success"\} 1/);
   expect(text).toMatch(/bff_login_transactions_total\{outcome="signed_in"\} 1/);
+  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="session_read"\} 2/);
   expect(text).not.toContain('some-user-specific-path-42');
   expect(text).not.toContain('alice');
   expectNoSecretIn(text, { accessToken: tokens?.accessToken, refreshToken: tokens?.refreshToken, cookie }, '/metrics');
