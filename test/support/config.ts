@@ -15,6 +15,8 @@ export interface TestConfigInput {
   keyPrefix?: string;
   scopes?: string[];
   extraAuthParams?: Record<string, string>;
+  /** More oidc keys (e.g. clientAuthMethod, privateKey). */
+  oidc?: Partial<NonNullable<ConfigInput['oidc']>>;
   routes?: ConfigInput['routes'];
   session?: Partial<NonNullable<ConfigInput['session']>>;
   tokens?: ConfigInput['tokens'];
@@ -35,6 +37,7 @@ export function buildTestConfig(input: TestConfigInput): Config {
         clientSecret: input.clientSecret ?? 'bff-test-secret-0123456789abcdef',
         scopes: input.scopes ?? ['openid', 'profile', 'email', 'offline_access'],
         ...(input.extraAuthParams ? { extraAuthParams: input.extraAuthParams } : {}),
+        ...input.oidc,
         clockToleranceSeconds: 5,
       },
       session: {
