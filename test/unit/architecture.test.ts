@@ -60,6 +60,8 @@ describe('architecture', () => {
     ['jose', /^(oidc\/|dev\/)/],
     ['http-proxy-middleware', /^proxy\/upstream\.ts$/],
     ['ioredis', /^redis\/client\.ts$/],
+    ['ioredis-mock', /^redis\/memory\.ts$/],
+    ['cookie-signature', /^http\/session-cookie\.ts$/],
     ['pino', /^observability\/logger\.ts$/],
     ['prom-client', /^observability\/metrics\.ts$/],
     ['helmet', /^http\/security-headers\.ts$/],
