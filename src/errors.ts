@@ -70,7 +70,3 @@ export class GatewayError extends Error {
     return { error: this.code, error_description: this.description };
   }
 }
-
-export function isGatewayError(value: unknown): value is GatewayError {
-  return value instanceof GatewayError;
-}

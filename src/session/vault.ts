@@ -9,8 +9,6 @@ export interface TokenVault {
   seal(sessionDigest: string, tokens: TokenSet): string;
   /** undefined when the value does not open (unknown key, tampering) or is not a token set. */
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
-  /** True when the value was sealed with a key other than the current one (rotation). */
-  isStale(sealed: string): boolean;
   /** Drops what this process remembers of a session's opened tokens (it ended). */
   forget(sessionDigest: string): void;
 }
@@ -37,7 +35,6 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
       }
       return tokens;
     },
-    isStale: (sealed) => sealer.kidOf(sealed) !== sealer.currentKid,
     forget: (d) => void opened.delete(d),
   };
 }
