@@ -67,11 +67,14 @@ export function serializeRecord(session: StoredSession): string {
 export function deserializeRecord(text: string): StoredSession | undefined {
   const head = HEAD.exec(text);
   if (!head) return undefined;
+  // The head is read by the regex; only the rest is parsed (the sealed value is most of the text).
+  const after = text.slice(head[0].length);
+  const restJson = after === '}' ? '{}' : after.startsWith(',') && after[1] !== '}' ? `{${after.slice(1)}` : undefined;
+  if (restJson === undefined) return undefined;
   try {
-    const parsed: unknown = JSON.parse(text);
-    if (parsed === null || typeof parsed !== 'object') return undefined;
-    const { tv: _tv, tok: _tok, ...rest } = parsed as Record<string, unknown>;
-    return { ...rest, tokens: { v: Number(head[1]), sealed: head[2] ?? '' } };
+    const parsed: unknown = JSON.parse(restJson);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
+    return { ...(parsed as Record<string, unknown>), tokens: { v: Number(head[1]), sealed: head[2] ?? '' } };
   } catch {
     return undefined;
   }

@@ -8,9 +8,10 @@ describe('session record format', () => {
     expect(deserializeRecord(text)).toEqual({ tokens: { v: 3, sealed: 'v1.kid.iv.ct' }, cookie: { path: '/' }, list: [] });
   });
 
-  it('serializes a record with nothing but tokens as valid JSON', () => {
+  it('serializes a record with nothing but tokens as valid JSON, and reads it back', () => {
     const text = serializeRecord({ tokens: { v: 0, sealed: '' } });
     expect(JSON.parse(text)).toEqual({ tv: 0, tok: '' });
+    expect(deserializeRecord(text)).toEqual({ tokens: { v: 0, sealed: '' } });
   });
 
   it('refuses sealed values that could break out of the JSON string', () => {
@@ -18,7 +19,7 @@ describe('session record format', () => {
   });
 
   it('reads anything else as no session', () => {
-    for (const junk of ['', '{}', '{"tok":"x","tv":1}', 'not json', '{"tv":1,"tok":"x"']) {
+    for (const junk of ['', '{}', '{"tok":"x","tv":1}', 'not json', '{"tv":1,"tok":"x"', '{"tv":1,"tok":"x"]', '{"tv":1,"tok":"x",}', '{"tv":1,"tok":"x","a":[}']) {
       expect(deserializeRecord(junk)).toBeUndefined();
     }
   });
