@@ -1,7 +1,10 @@
 /**
  * Proxied API calls (SPEC §4), one named step after another:
  *
- *   requireCsrf → rejectAmbiguousPath → loadSession → attachCredential → forward
+ *   requireCsrf → rejectAmbiguousPath → readSession → attachCredential → forward
+ *
+ * readSession verifies the cookie and reads the record with one GETEX; express-session is not
+ * involved on this path (it never writes the session).
  *
  * Mounted before any body parser: request and response bodies stream through untouched.
  */
@@ -46,9 +49,13 @@ export function createProxyRoutes(runtime: Runtime): ProxyRoutes {
         publicUrl: new URL(config.server.publicUrl),
         isGatewayCookie,
         onError(err, _req, res) {
+          // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
+          // not from the upstream.
           const error = err instanceof GatewayError ? err : fromUpstreamError(err);
-          metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
-          logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
+          if (!(err instanceof GatewayError)) {
+            metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
+            logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
+          }
           if ('headersSent' in res && !res.headersSent) sendError(res as Response, error);
           else res.destroy();
         },
