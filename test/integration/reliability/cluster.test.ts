@@ -5,23 +5,18 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import {
-  buildTestConfig,
-  createTestClock,
-  gatewayClient,
-  reserveServer,
-  startTestGateway,
-  type TestGateway,
-} from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { createTestClock, type TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 
 const csrf = { 'x-csrf': '1' };
 const clock = createTestClock();
 let cluster: RedisCluster;
+let stack: Stack;
 let provider: TestProvider;
 let upstream: Upstream;
 let gw: TestGateway;
@@ -34,24 +29,23 @@ beforeAll(async () => {
   cluster = await startRedisCluster();
   console.log(`3-master cluster ready in ${Math.round(performance.now() - started)} ms: ${cluster.nodes.join(' ')}`);
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 60 } });
-  const config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    // buildTestConfig spreads `redis` over { url, keyPrefix }: url must be unset explicitly,
-    // since the schema wants exactly one of url, cluster or sentinel.
-    redis: { cluster: { nodes: cluster.nodes }, url: undefined },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+  stack = await startStack({
+    clock,
+    provider: { ttl: { AccessToken: 60 } },
+    config: {
+      // buildTestConfig spreads `redis` over { url, keyPrefix }: url must be unset explicitly,
+      // since the schema wants exactly one of url, cluster or sentinel.
+      redis: { cluster: { nodes: cluster.nodes }, url: undefined },
+      routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+    },
   });
-  expect(config.redis.url).toBeUndefined();
-  expect(config.redis.cluster?.nodes).toEqual(cluster.nodes);
-  gw = await startTestGateway(config, reserved, { clock });
+  ({ provider, gateway: gw } = stack);
+  expect(stack.config.redis.url).toBeUndefined();
+  expect(stack.config.redis.cluster?.nodes).toEqual(cluster.nodes);
 }, 60_000);
 
 afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
   await cluster?.close();
 });

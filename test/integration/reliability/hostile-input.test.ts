@@ -12,14 +12,14 @@ import fc from 'fast-check';
 import net from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import type { TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const NUM_RUNS = 150;
 const REQUEST_TIMEOUT_MS = 10_000;
 
-let provider: TestProvider;
+let stack: Stack;
 let upstream: Upstream;
 let gw: TestGateway;
 let port: number;
@@ -33,21 +33,21 @@ const reach = new Map<string, { gateway: number; node: number }>();
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 600 } });
-  const config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    // High enough that the login endpoint's deeper code runs instead of a 429.
-    rateLimit: { loginPerMinute: 100_000 },
-    routes: [
-      { path: '/api', target: upstream.url, auth: 'user' },
-      { path: '/public', target: upstream.url, auth: 'none' },
-    ],
-    logLevel: 'warn',
+  stack = await startStack({
+    provider: { ttl: { AccessToken: 600 } },
+    config: {
+      // High enough that the login endpoint's deeper code runs instead of a 429.
+      rateLimit: { loginPerMinute: 100_000 },
+      routes: [
+        { path: '/api', target: upstream.url, auth: 'user' },
+        { path: '/public', target: upstream.url, auth: 'none' },
+      ],
+      logLevel: 'warn',
+    },
   });
-  gw = await startTestGateway(config, reserved);
-  port = reserved.port;
+  const { config } = stack;
+  gw = stack.gateway;
+  port = Number(new URL(gw.url).port);
   sessionCookieName = config.derived.sessionCookieName;
   loginCookieName = config.derived.loginCookieName;
   const client = new BrowserClient();
@@ -59,8 +59,7 @@ afterAll(async () => {
   const summary = [...statusCounts.entries()].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(' ');
   const perTest = [...reach.entries()].map(([name, r]) => `  ${r.gateway} gateway / ${r.node} node-parser answers: ${name}`).join('\n');
   console.log(`hostile input: ${[...statusCounts.values()].reduce((a, b) => a + b, 0)} requests, statuses ${summary}\n${perTest}`);
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
 });
 
@@ -285,7 +284,7 @@ const cookieHeader = fc
   )
   .map((parts) => parts.join('; '));
 
-function baseHeaders(target: string, csrf: boolean, accept: string): Array<[string, string]> {
+function baseHeaders(csrf: boolean, accept: string): Array<[string, string]> {
   const out: Array<[string, string]> = [['Accept', accept]];
   if (csrf) out.push(['x-csrf', '1']);
   return out;
@@ -303,7 +302,7 @@ it('survives random and malformed cookies at every endpoint', async () => {
   await fc.assert(
     fc.asyncProperty(endpoint, method, cookieHeader, fc.boolean(), accept, fc.boolean(), async (target, m, cookies, csrf, acc, twoHeaders) => {
       const unsafe = ENDS_SESSION.test(target) && cookies.includes(realSession);
-      const headers = baseHeaders(target, csrf && !unsafe, acc);
+      const headers = baseHeaders(csrf && !unsafe, acc);
       if (twoHeaders) {
         // the same cookies split over two Cookie headers, with a forged session in front
         headers.push(['Cookie', `${sessionCookieName}=s%3Aforged.sig`], ['Cookie', cookies]);
@@ -356,7 +355,7 @@ it('survives giant query strings (8–14 KB) at every endpoint', async () => {
   await fc.assert(
     fc.asyncProperty(endpoint, giant, fc.constantFrom('GET', 'POST', 'HEAD'), accept, async (target, [n, name, unit], m, acc) => {
       const q = `${name}=${unit.repeat(Math.ceil(n / unit.length)).slice(0, n)}`;
-      const res = await check({ method: m, target: `${target}?${q}`, headers: baseHeaders(target, true, acc) });
+      const res = await check({ method: m, target: `${target}?${q}`, headers: baseHeaders(true, acc) });
       expect(res.status).toBeLessThan(500);
     }),
     { ...runs, numRuns: 60 },
@@ -369,7 +368,7 @@ it('survives repeated and nested query parameters at the sign-in endpoints and e
   await fc.assert(
     fc.asyncProperty(endpoint, fc.array(fc.tuple(name, value), { minLength: 2, maxLength: 12 }), accept, async (target, params, acc) => {
       const q = params.map(([k, v]) => `${k}=${v}`).join('&');
-      const res = await check({ method: 'GET', target: `${target}?${q}`, headers: baseHeaders(target, true, acc) });
+      const res = await check({ method: 'GET', target: `${target}?${q}`, headers: baseHeaders(true, acc) });
       if (/^\/auth\/login$/.test(target) && params.filter(([k]) => k === 'returnTo').length > 1) expect(res.status).toBe(400);
     }),
     runs,
@@ -408,7 +407,7 @@ it('answers garbage logout_token bodies at POST /auth/backchannel-logout with 40
   const claimsJwt = fc
     .record({ alg: fc.constantFrom('none', 'HS256', 'RS256', 'ES256', 'EdDSA', ''), kid: fc.string({ maxLength: 10 }), typ: fc.constantFrom('logout+jwt', 'JWT', '') })
     .chain((header) =>
-      fc.record({ iss: fc.oneof(fc.constant(provider.issuer), fc.string()), aud: fc.oneof(fc.constant('bff-test'), fc.string()), iat: fc.integer(), sid: fc.string(), sub: fc.string(), events: fc.json() }).map(
+      fc.record({ iss: fc.oneof(fc.constant(stack.provider.issuer), fc.string()), aud: fc.oneof(fc.constant('bff-test'), fc.string()), iat: fc.integer(), sid: fc.string(), sub: fc.string(), events: fc.json() }).map(
         (claims) => `${b64(JSON.stringify(header))}.${b64(JSON.stringify(claims))}.`,
       ),
     );
@@ -438,12 +437,12 @@ it('answers garbage logout_token bodies at POST /auth/backchannel-logout with 40
 
 it('answers forged logout tokens (foreign key, alg none, wrong audience, nonce, no events, no sub/sid) with 400, never ending the session', async () => {
   const forged = [
-    await provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign' }),
-    await provider.signLogoutToken({ sub: 'alice' }, { alg: 'none' }),
-    await provider.signLogoutToken({ sub: 'alice', aud: 'someone-else' }),
-    await provider.signLogoutToken({ sub: 'alice', nonce: 'n' }),
-    await provider.signLogoutToken({ sub: 'alice', events: undefined }),
-    await provider.signLogoutToken({ sub: undefined, sid: undefined }),
+    await stack.provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign' }),
+    await stack.provider.signLogoutToken({ sub: 'alice' }, { alg: 'none' }),
+    await stack.provider.signLogoutToken({ sub: 'alice', aud: 'someone-else' }),
+    await stack.provider.signLogoutToken({ sub: 'alice', nonce: 'n' }),
+    await stack.provider.signLogoutToken({ sub: 'alice', events: undefined }),
+    await stack.provider.signLogoutToken({ sub: undefined, sid: undefined }),
   ];
   for (const token of forged) {
     const res = await check({

@@ -10,15 +10,8 @@
  */
 import { BrowserClient, type BrowserRequestInit, type BrowserResponse } from '../../support/browser-client.js';
 import { completeAtProvider, startLogin } from '../../support/drive-login.js';
-import {
-  buildTestConfig,
-  createTestClock,
-  gatewayClient,
-  reserveServer,
-  startTestGateway,
-  type TestGateway,
-} from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { createTestClock, type TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
@@ -39,33 +32,24 @@ class RecordingBrowser extends BrowserClient {
 }
 
 const clock = createTestClock();
-let provider: TestProvider;
 let upstream: Upstream;
 let gw: TestGateway;
 let redisUrl: string;
+let stack: Stack;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 60 } });
   redisUrl = redisUrlForTests();
-  gw = await startTestGateway(
-    buildTestConfig({
-      issuer: provider.issuer,
-      publicUrl: reserved.url,
-      redisUrl,
-      clientSecret: CLIENT_SECRET,
-      logLevel: 'debug',
-      routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
-    }),
-    reserved,
-    { clock },
-  );
+  stack = await startStack({
+    clock,
+    provider: { ttl: { AccessToken: 60 } },
+    config: { redisUrl, clientSecret: CLIENT_SECRET, logLevel: 'debug', routes: [{ path: '/api', target: upstream.url, auth: 'user' }] },
+  });
+  gw = stack.gateway;
 });
 
 afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
 });
 

@@ -7,8 +7,8 @@
  */
 import { BrowserClient, type BrowserResponse } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import type { TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody } from '../../support/assertions.js';
@@ -19,7 +19,7 @@ const FAST_MS = 3_000;
 const RECOVERY_BOUND_MS = 10_000;
 
 let redis: RedisServer;
-let provider: TestProvider;
+let stack: Stack;
 let upstream: Upstream;
 let gw: TestGateway;
 let cookieName: string;
@@ -30,23 +30,17 @@ let cookieValue: string;
 beforeAll(async () => {
   redis = await startRedisServer({ extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'] });
   upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 600 } });
-  const config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    redisUrl: redis.url,
-    redis: { commandTimeoutMs: 500 },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+  stack = await startStack({
+    provider: { ttl: { AccessToken: 600 } },
+    config: { redisUrl: redis.url, redis: { commandTimeoutMs: 500 }, routes: [{ path: '/api', target: upstream.url, auth: 'user' }] },
   });
-  gw = await startTestGateway(config, reserved);
-  cookieName = config.derived.sessionCookieName;
+  gw = stack.gateway;
+  cookieName = stack.config.derived.sessionCookieName;
   await freshSignIn();
 });
 
 afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
+  await stack?.close();
   await upstream?.close();
   await redis?.close();
 });
