@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { describeProviderError } from '../oidc/errors.js';
-import { completeAuthorization, endSessionUrl, revokeTokens, startAuthorization } from '../oidc/flows.js';
+import { completeAuthorization, endSessionUrl, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
@@ -25,7 +25,9 @@ import {
   loginCookieName,
   loginCookieOptions,
   readCookies,
+  requireSignedIn,
 } from './session-cookie.js';
+import { createRevoker } from './revocation.js';
 
 export interface AuthRouteDeps {
   config: Config;
@@ -71,18 +73,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const { derived } = config;
   const clock = deps.clock ?? Date.now;
   const csrf = requireCsrf(config.csrf.headerName);
+  const revoke = createRevoker(provider, logger);
   const router = Router();
   const userResources = [
     ...new Set(config.routes.filter((r) => r.resource && (r.auth === 'user' || r.auth === 'user-optional')).map((r) => r.resource as string)),
   ];
-
-  /** The signed-in session's data, or 401 login_required. */
-  function signedIn(req: Request): { auth: AuthData; sessionDigest: string; sealed: string } {
-    const auth = req.session.auth;
-    const sealed = req.session.tokens?.sealed;
-    if (!auth || !sealed) throw new GatewayError('login_required');
-    return { auth, sessionDigest: digest(req.sessionID), sealed };
-  }
 
   async function login(req: Request, res: Response): Promise<void> {
     const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
@@ -167,7 +162,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   }
 
   function user(req: Request, res: Response): void {
-    const { auth } = signedIn(req);
+    const auth = requireSignedIn(req);
     const absoluteEnd = auth.createdAt + config.session.absoluteTimeoutSeconds * 1000;
     const idleEnd = clock() + config.session.idleTimeoutSeconds * 1000;
     res.json({
@@ -189,14 +184,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       await withStore(() => registry.end(sessionDigest));
       await withStore(() => destroy(req));
       if (provider.isReady()) {
-        const state = provider.get();
-        logoutUrl = endSessionUrl(state, config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
-        if (tokens) {
-          await revokeTokens(state, tokens, (err) =>
-            logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed'),
-          );
-        }
+        logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
+      await revoke(tokens);
       logger.info({ event: 'logout', session: auth.handle }, 'signed out');
     }
     clearSessionCookie(res, config);

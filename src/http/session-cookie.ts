@@ -9,6 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { SessionRecords } from '../session/records.js';
+import type { AuthData } from '../session/data.js';
 import type { LoadedSession } from '../proxy/bearer.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Config } from '../config/load.js';
@@ -49,6 +50,13 @@ export function createSessionMiddleware(config: Config, store: RedisSessionStore
       next();
     });
   };
+}
+
+/** The signed-in session's data, or 401 login_required (no session, or its tokens are gone). */
+export function requireSignedIn(req: Request): AuthData {
+  const auth = req.session.auth;
+  if (!auth || !req.session.tokens?.sealed) throw new GatewayError('login_required');
+  return auth;
 }
 
 export function sessionCookieOptions(config: Config): CookieOptions {

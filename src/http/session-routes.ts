@@ -7,8 +7,6 @@ import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { describeProviderError } from '../oidc/errors.js';
-import { revokeTokens } from '../oidc/flows.js';
 import { verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
@@ -18,7 +16,8 @@ import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
-import { clearSessionCookie } from './session-cookie.js';
+import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
+import { createRevoker } from './revocation.js';
 
 export interface SessionRouteDeps {
   config: Config;
@@ -41,23 +40,12 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
 
-  /** Best effort (RFC 7009): the session is already gone locally whatever the provider says. */
-  async function revokeEnded(sessionDigest: string, stored: StoredSession | undefined): Promise<void> {
-    const tokens = stored?.tokens.sealed ? vault.open(sessionDigest, stored.tokens.sealed) : undefined;
-    if (!tokens || !provider.isReady()) return;
-    await revokeTokens(provider.get(), tokens, (err) =>
-      logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed'),
-    );
-  }
-
-  function signedIn(req: Request) {
-    const auth = req.session.auth;
-    if (!auth || !req.session.tokens?.sealed) throw new GatewayError('login_required');
-    return auth;
-  }
+  const revoke = createRevoker(provider, logger);
+  const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) =>
+    revoke(stored?.tokens.sealed ? vault.open(sessionDigest, stored.tokens.sealed) : undefined);
 
   async function list(req: Request, res: Response): Promise<void> {
-    const auth = signedIn(req);
+    const auth = requireSignedIn(req);
     const sessions = await withStore(() => registry.list(auth.iss, auth.sub));
     res.json(
       sessions.map((s) => ({
@@ -71,7 +59,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   }
 
   async function end(req: Request, res: Response): Promise<void> {
-    const auth = signedIn(req);
+    const auth = requireSignedIn(req);
     const id = req.params.id;
     if (typeof id !== 'string' || !HANDLE.test(id)) throw new GatewayError('not_found');
     // Only the caller's own sessions are visible: another user's handle is simply unknown.
