@@ -60,6 +60,13 @@ export function createCredentialResolver(deps: CredentialDeps) {
     };
   }
 
+  /** The sign-in token's refresh keeps the per-resource tokens; a resource's keeps the rest. */
+  function refreshFor(resource: string | undefined, sub: string): RefreshFn {
+    if (resource) return refreshForResource(resource, sub);
+    return (t) =>
+      refreshTokens(provider.get(), t, sub, {}, deps.clock).then((next) => ({ ...next, ...(t.resources ? { resources: t.resources } : {}) }));
+  }
+
   async function userAccessToken(session: LoadedSession, route: CompiledRoute, options: CredentialOptions): Promise<string> {
     const { auth, tokens } = session;
     if (!auth || !tokens?.sealed) throw new GatewayError('login_required');
@@ -75,15 +82,12 @@ export function createCredentialResolver(deps: CredentialDeps) {
 
     const resource = route.resource;
     const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined => (resource ? t.resources?.[resource] : t);
-    const refresh: RefreshFn = resource
-      ? refreshForResource(resource, auth.sub)
-      : (t) => refreshTokens(provider.get(), t, auth.sub, {}, deps.clock).then((next) => ({ ...next, ...(t.resources ? { resources: t.resources } : {}) }));
 
     let force = options.forceRefresh ?? false;
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? pick(current.tokens) : undefined;
       if (token && !force && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
-      current = await refresher.refresh(session.digest, current, refresh);
+      current = await refresher.refresh(session.digest, current, refreshFor(resource, auth.sub));
       force = false;
     }
     const token = current.tokens ? pick(current.tokens) : undefined;
