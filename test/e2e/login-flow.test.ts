@@ -192,8 +192,10 @@ async function callApi(page: Page): Promise<void> {
   const done = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/hello');
   await button.click();
   await done;
-  // The SPA re-enables the button once it has rendered the answer.
-  await page.waitForFunction(`document.getElementById('call-api')?.disabled === false || document.getElementById('signed-in')?.hidden === true`, undefined, { timeout: WAIT_MS });
+  // The SPA re-enables the button once it has rendered the answer (or hides the signed-in view).
+  // A selector wait, not waitForFunction: a string predicate is eval'd in the page when it has
+  // to poll, which the SPA's CSP (rightly) forbids.
+  await page.locator('#call-api:enabled, [data-testid="signed-in"][hidden]').first().waitFor({ state: 'attached', timeout: WAIT_MS });
 }
 
 // ---------------------------------------------------------------------------------------------
