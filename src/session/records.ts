@@ -11,7 +11,7 @@
  * is newer than the one being written, so no request can put an older token set back
  * (connect-redis #75/#346, express-openid-connect #408).
  */
-import type { RedisClient } from '../redis/client.js';
+import { createWriteCoalescer, type RedisClient } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import type { AuthData, SealedTokens } from './data.js';
 
@@ -82,9 +82,21 @@ export function deserializeRecord(text: string): StoredSession | undefined {
 
 export type CasResult = 'written' | 'stale' | 'missing';
 
+/** The part of a session a proxied call needs, read-only (it may be shared between calls). */
+export interface SessionView {
+  readonly auth: Readonly<AuthData> | undefined;
+  /** Undefined once the tokens were dropped. */
+  readonly tokens: Readonly<SealedTokens> | undefined;
+}
+
 export interface SessionRecords {
   /** GETEX: reads and slides the idle TTL in one command. Expired-by-age sessions read as undefined. */
   load(digest: string): Promise<StoredSession | undefined>;
+  /**
+   * load() for the proxy path: the same GETEX, but the record is parsed once per distinct
+   * stored value, and the result is frozen because it is shared.
+   */
+  view(digest: string): Promise<SessionView | undefined>;
   /** Reads without sliding the TTL (refresh re-checks, listings). */
   peek(digest: string): Promise<StoredSession | undefined>;
   /** Reads only the token head (version + sealed value). */
@@ -102,11 +114,20 @@ export interface SessionRecordsOptions {
   idleTimeoutSeconds: number;
   absoluteTimeoutSeconds: number;
   clock?: () => number;
+  /** How many parsed views view() keeps (one per session); default 10,000. */
+  viewCacheSize?: number;
+}
+
+function freezeView(session: StoredSession): SessionView {
+  const auth = session.auth ? Object.freeze({ ...session.auth, scopes: Object.freeze([...session.auth.scopes]) }) : undefined;
+  const tokens = session.tokens.sealed ? Object.freeze({ ...session.tokens }) : undefined;
+  return Object.freeze({ auth: auth as Readonly<AuthData> | undefined, tokens });
 }
 
 export function createSessionRecords(options: SessionRecordsOptions): SessionRecords {
   const { redis, keys, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
+  const holdWrites = createWriteCoalescer(redis);
 
   const outlivedAbsolute = (s: StoredSession) =>
     s.auth !== undefined && s.auth.createdAt + absoluteTimeoutSeconds * 1000 <= clock();
@@ -122,9 +143,36 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     return session;
   }
 
+  // The stored text is the cache key's proof: a view is reused only while Redis returns the
+  // very same value (a ~2 KB string compare instead of a JSON.parse per call).
+  const views = new Map<string, { text: string; view: SessionView; createdAt: number | undefined }>();
+  const viewCacheSize = options.viewCacheSize ?? 10_000;
+  async function readView(digest: string, text: string | null): Promise<SessionView | undefined> {
+    if (text === null) {
+      views.delete(digest);
+      return undefined;
+    }
+    const known = views.get(digest);
+    if (known !== undefined && known.text === text) {
+      if (known.createdAt === undefined || known.createdAt + absoluteTimeoutSeconds * 1000 > clock()) return known.view;
+    }
+    views.delete(digest);
+    const session = await finish(digest, text);
+    if (!session) return undefined;
+    const view = freezeView(session);
+    if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);
+    views.set(digest, { text, view, createdAt: session.auth?.createdAt });
+    return view;
+  }
+
   return {
     async load(digest) {
+      holdWrites();
       return finish(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+    },
+    async view(digest) {
+      holdWrites();
+      return readView(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
     },
     async peek(digest) {
       return finish(digest, await redis.get(keys.session(digest)));

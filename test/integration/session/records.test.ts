@@ -1,0 +1,132 @@
+/**
+ * Session records against a real Redis: the proxy path's read (view) and the write coalescing
+ * it relies on, including with Redis stopped (SIGSTOP).
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createRedis, createWriteCoalescer, connectRedis, closeRedis } from '../../../src/redis/client.js';
+import { createKeys, digest } from '../../../src/redis/keys.js';
+import { createSessionRecords, type SessionRecords } from '../../../src/session/records.js';
+import type { AuthData } from '../../../src/session/data.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+
+const keys = createKeys(`t${randomBytes(4).toString('hex')}:`);
+const auth: AuthData = { handle: 'h1', sub: 'alice', iss: 'https://idp.example', claims: { name: 'Alice' }, scopes: ['openid', 'api'], createdAt: Date.now() };
+
+let server: RedisServer;
+let redis: Redis;
+let now = Date.now();
+let records: SessionRecords;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = createRedis({ url: server.url, commandTimeoutMs: 1000, keyPrefix: 'x:' }) as Redis;
+  await connectRedis(redis, 5000);
+  records = createSessionRecords({ redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600, clock: () => now });
+});
+
+afterAll(async () => {
+  await closeRedis(redis);
+  await server.stop();
+});
+
+async function newSession() {
+  const d = digest(randomBytes(16).toString('hex'));
+  await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct1' }, auth, cookie: { path: '/' } });
+  return d;
+}
+
+describe('the proxy path read (view)', () => {
+  it('returns the auth data and tokens, frozen, and the same view while the stored value is unchanged', async () => {
+    const d = await newSession();
+    const first = await records.view(d);
+    expect(first).toEqual({ auth, tokens: { v: 1, sealed: 'v1.k.iv.ct1' } });
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(Object.isFrozen(first?.auth)).toBe(true);
+    expect(Object.isFrozen(first?.auth?.scopes)).toBe(true);
+    expect(await records.view(d)).toBe(first);
+  });
+
+  it('slides the idle TTL like load()', async () => {
+    const d = await newSession();
+    await redis.expire(keys.session(d), 5);
+    await records.view(d);
+    expect(await redis.ttl(keys.session(d))).toBeGreaterThan(500);
+  });
+
+  it('sees a new token set, dropped tokens and a deleted session at once', async () => {
+    const d = await newSession();
+    await records.view(d);
+    expect(await records.casTokens(d, 1, { v: 2, sealed: 'v1.k.iv.ct2' })).toBe('written');
+    expect((await records.view(d))?.tokens).toEqual({ v: 2, sealed: 'v1.k.iv.ct2' });
+    expect(await records.casTokens(d, 2, { v: 3, sealed: '' })).toBe('written');
+    expect(await records.view(d)).toEqual({ auth, tokens: undefined });
+    await records.remove(d);
+    expect(await records.view(d)).toBeUndefined();
+  });
+
+  it('ends a session past its absolute timeout even when its view is remembered', async () => {
+    const d = await newSession();
+    expect((await records.view(d))?.auth?.sub).toBe('alice');
+    const saved = now;
+    now = auth.createdAt + 3600 * 1000;
+    try {
+      expect(await records.view(d)).toBeUndefined();
+      expect(await redis.exists(keys.session(d))).toBe(0);
+    } finally {
+      now = saved;
+    }
+  });
+
+  it('reads a value it cannot parse as no session', async () => {
+    const d = digest('junk');
+    await redis.set(keys.session(d), '{"tv":1,"tok":"x",}');
+    expect(await records.view(d)).toBeUndefined();
+  });
+});
+
+describe('write coalescing', () => {
+  it('holds the socket until the loop turn ends, then sends every command', async () => {
+    const hold = createWriteCoalescer(redis);
+    hold();
+    hold();
+    expect(redis.stream.writableCorked).toBe(1);
+    const replies = Promise.all(Array.from({ length: 20 }, (_, i) => redis.echo(`m${i}`)));
+    await new Promise((r) => setImmediate(r));
+    expect(redis.stream.writableCorked).toBe(0);
+    expect(await replies).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`));
+  });
+
+  it('lets 200 reads issued in one turn all answer', async () => {
+    const d = await newSession();
+    const views = await Promise.all(Array.from({ length: 200 }, () => records.view(d)));
+    expect(views.every((v) => v?.auth?.sub === 'alice')).toBe(true);
+  });
+
+  it('never makes a later turn wait for an earlier one while Redis is stopped', async () => {
+    // ioredis's auto-pipelining sends a batch only once the previous one answered, so with Redis
+    // stopped the second batch would fail after two timeouts. Here each command fails after its own.
+    const d = await newSession();
+    server.pause();
+    try {
+      const started = Date.now();
+      const first = records.view(d).then(
+        () => 'answered',
+        () => Date.now() - started,
+      );
+      await new Promise((r) => setTimeout(r, 500));
+      const secondStarted = Date.now();
+      const second = records.view(d).then(
+        () => 'answered',
+        () => Date.now() - secondStarted,
+      );
+      const [a, b] = await Promise.all([first, second]);
+      expect(typeof a).toBe('number');
+      expect(typeof b).toBe('number');
+      // commandTimeoutMs is 1000: one timeout, not two (>= 1500 after the first one's start).
+      expect(b).toBeLessThan(1400);
+    } finally {
+      server.resume();
+    }
+  });
+});
