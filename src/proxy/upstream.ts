@@ -73,6 +73,49 @@ function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, i
   proxyRes.pipe(res);
 }
 
+/**
+ * The head deadline of every upstream request in flight, swept by one timer instead of one
+ * timer and two listeners per request. Requests are tracked in the order they started, and all
+ * share one timeout, so the sweep stops at the first one still in time.
+ */
+function createDeadlines(timeoutMs: number) {
+  const pending = new Map<http.ClientRequest, number>();
+  const every = Math.max(10, Math.min(250, Math.floor(timeoutMs / 4)));
+  let sweeper: NodeJS.Timeout | undefined;
+  function sweep() {
+    const now = performance.now();
+    for (const [proxyReq, deadline] of pending) {
+      if (deadline > now && !proxyReq.destroyed) break;
+      pending.delete(proxyReq);
+      if (!proxyReq.destroyed) proxyReq.destroy(new UpstreamTimeout('no response in time'));
+    }
+    if (pending.size === 0) stop();
+  }
+  function stop() {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+  return {
+    track(proxyReq: http.ClientRequest) {
+      pending.set(proxyReq, performance.now() + timeoutMs);
+      sweeper ??= setInterval(sweep, every).unref();
+    },
+    done(proxyReq: http.ClientRequest | undefined) {
+      if (proxyReq) pending.delete(proxyReq);
+    },
+    close() {
+      pending.clear();
+      stop();
+    },
+  };
+}
+
+/** The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1). */
+function rejectsToken(proxyRes: http.IncomingMessage): boolean {
+  if (proxyRes.statusCode !== 401) return false;
+  return /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''));
+}
+
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie } = options;
   const target = new URL(route.target);
@@ -80,32 +123,38 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     target.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' })
       : new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' });
-  const credentials = new WeakMap<http.IncomingMessage, Credential | undefined>();
-  const timeoutMs = route.timeoutSeconds * 1000;
+  const deadlines = createDeadlines(route.timeoutSeconds * 1000);
+  const publicProtocol = options.publicUrl.protocol.slice(0, -1);
+  const publicHost = options.publicUrl.host;
 
-  function rewriteRequest(proxyReq: http.ClientRequest, req: http.IncomingMessage): void {
-    if (req.headers.connection !== undefined && req.headers.connection !== 'keep-alive') {
-      for (const name of connectionNominated(req.headers)) proxyReq.removeHeader(name);
+  /**
+   * The upstream request's headers, written into req.headers before proxying: httpxy copies
+   * req.headers into the outgoing request once, so nothing is removed or set again on it.
+   */
+  function prepareHeaders(req: http.IncomingMessage, credential: Credential | undefined): void {
+    const headers = req.headers;
+    if (headers.connection !== undefined && headers.connection !== 'keep-alive') {
+      for (const name of connectionNominated(headers)) delete headers[name];
     }
-    if (req.headers.authorization !== undefined) proxyReq.removeHeader('authorization');
-    if (req.headers.cookie !== undefined) {
-      const cookie = stripCookies(req.headers.cookie, isGatewayCookie);
-      if (cookie === undefined) proxyReq.removeHeader('cookie');
-      else proxyReq.setHeader('cookie', cookie);
+    if (headers.authorization !== undefined) delete headers.authorization;
+    if (headers.cookie !== undefined) {
+      const cookie = stripCookies(headers.cookie, isGatewayCookie);
+      if (cookie === undefined) delete headers.cookie;
+      else headers.cookie = cookie;
     }
     const forwarded = forwardingHeaders({
-      headers: req.headers,
+      headers,
       remoteAddress: req.socket.remoteAddress,
       trustProxy: options.trustProxy,
-      publicProtocol: options.publicUrl.protocol.slice(0, -1),
-      publicHost: options.publicUrl.host,
+      publicProtocol,
+      publicHost,
     });
-    for (const [name, value] of Object.entries(forwarded)) {
-      if (value === undefined) proxyReq.removeHeader(name);
-      else proxyReq.setHeader(name, value);
+    for (const name in forwarded) {
+      const value = forwarded[name];
+      if (value === undefined) delete headers[name];
+      else headers[name] = value;
     }
-    const credential = credentials.get(req);
-    if (credential) proxyReq.setHeader(credential.header, credential.value);
+    if (credential) headers[credential.header] = credential.value;
   }
 
   const base = {
@@ -124,36 +173,34 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
   };
   const on = {
-    proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
-      rewriteRequest(proxyReq, req);
-      // The deadline is for the response head only: a long download or an event stream
-      // that has started answering is never cut by it.
-      const timer = setTimeout(() => proxyReq.destroy(new UpstreamTimeout('no response in time')), timeoutMs);
-      proxyReq.once('response', () => clearTimeout(timer));
-      proxyReq.once('close', () => clearTimeout(timer));
-    },
-    proxyReqWs(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
-      rewriteRequest(proxyReq, req);
+    // The deadline is for the response head only: a long download or an event stream that has
+    // started answering is never cut by it.
+    proxyReq(proxyReq: http.ClientRequest) {
+      deadlines.track(proxyReq);
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
       options.onError(err, req, res);
     },
   };
-  const filterCookies = (proxyRes: http.IncomingMessage) => {
-    const kept = filterSetCookie(proxyRes.headers['set-cookie'], isGatewayCookie);
-    if (kept !== undefined) proxyRes.headers['set-cookie'] = kept;
-  };
+  const answered = (proxyRes: http.IncomingMessage) => deadlines.done((proxyRes as { req?: http.ClientRequest }).req);
 
   // Everything streams through this one.
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
-    on: { ...on, proxyRes: filterCookies },
+    on: {
+      ...on,
+      proxyRes(proxyRes) {
+        answered(proxyRes);
+        const kept = filterSetCookie(proxyRes.headers['set-cookie'], isGatewayCookie);
+        if (kept !== undefined) proxyRes.headers['set-cookie'] = kept;
+      },
+    },
   });
 
   // Body-less requests that may be retried: the response head is inspected before it is
   // passed on, so a 401 invalid_token can be answered by one refresh and one retry (SPEC §4).
-  const retries = new WeakMap<http.IncomingMessage, Retry>();
+  const retries = new WeakMap<http.IncomingMessage, { retry: Retry; header: string | undefined }>();
   let checkedServer: { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> } | undefined;
   const checked = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
@@ -168,14 +215,16 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     on: {
       ...on,
       proxyRes(proxyRes, req, res) {
-        filterCookies(proxyRes);
-        const retry = retries.get(req);
+        answered(proxyRes);
+        const pending = retries.get(req);
         retries.delete(req);
-        if (retry && proxyRes.statusCode === 401 && /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''))) {
+        if (pending && rejectsToken(proxyRes)) {
           proxyRes.resume();
-          retry()
+          pending
+            .retry()
             .then((credential) => {
-              credentials.set(req, credential);
+              if (pending.header !== undefined) delete req.headers[pending.header];
+              if (credential) req.headers[credential.header] = credential.value;
               // req was consumed by the first attempt; an empty stream stands in for its body.
               return checkedServer?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
             })
@@ -189,18 +238,19 @@ export function createUpstream(options: UpstreamOptions): Upstream {
 
   return {
     forward(req, res, credential, retry) {
-      credentials.set(req, credential);
+      prepareHeaders(req, credential);
       if (retry && isBodyless(req)) {
-        retries.set(req, retry);
+        retries.set(req, { retry, header: credential?.header });
         return checked(req, res);
       }
       return proxy(req, res);
     },
     upgrade(req, socket, head, credential) {
-      credentials.set(req, credential);
+      prepareHeaders(req, credential);
       proxy.upgrade(req, socket, head);
     },
     close() {
+      deadlines.close();
       agent.destroy();
     },
   };
