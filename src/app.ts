@@ -1,9 +1,11 @@
 /**
- * createApp(runtime): the one place where the order of middleware is written.
+ * createApp(runtime): the one place where the order of request handling is written.
  *
- *   request metrics → proxied routes (streamed, no body parsing, the upstream's headers)
- *   → security headers → health → /metrics → /auth/* → static SPA → 404 → error handler
+ *   proxied routes (straight from the server: streamed, no Express, the upstream's headers)
+ *   → Express: request metrics → security headers → health → /metrics → /auth/* → static SPA
+ *     → 404 → error handler (also for proxied calls that failed)
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import type { UpgradeHandler } from './http/websocket.js';
 import type { Runtime } from './runtime.js';
@@ -18,8 +20,14 @@ import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
 
-/** The Express app plus the handler the HTTP server must call for `upgrade` events. */
-export type GatewayApp = Express & { handleUpgrade: UpgradeHandler };
+/**
+ * The HTTP server's `request` listener, plus the handler it must call for `upgrade` events and
+ * the Express app behind both.
+ */
+export type GatewayApp = ((req: IncomingMessage, res: ServerResponse) => void) & { handleUpgrade: UpgradeHandler; express: Express };
+
+const FAILED = Symbol('failed');
+type Failed = IncomingMessage & { [FAILED]?: { error: unknown } };
 
 export function createApp(runtime: Runtime): GatewayApp {
   const { config } = runtime;
@@ -33,10 +41,23 @@ export function createApp(runtime: Runtime): GatewayApp {
 
   const ownHeaders = securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin });
 
-  app.use(createRequestMetrics(runtime.metrics, config));
+  const requestMetrics = createRequestMetrics(runtime.metrics, config);
+  // A proxied call that failed comes through Express only to be answered by the error handler.
+  app.use((req: Failed, _res, next) => next(req[FAILED]?.error));
+  app.use(requestMetrics.middleware);
   // Proxied answers are the upstream's own: they pass through without the gateway's headers.
-  const proxy = createProxyRoutes(runtime);
-  app.use(proxy.middleware);
+  const proxy = createProxyRoutes(runtime, {
+    meter: requestMetrics.meter,
+    fail(req: Failed, res, error) {
+      if (res.headersSent || req[FAILED]) {
+        // Mid-stream failure: the only honest signal left is to cut the connection.
+        res.destroy();
+        return;
+      }
+      req[FAILED] = { error: error ?? new Error('proxied call failed') };
+      app(req, res);
+    },
+  });
 
   app.use(ownHeaders);
   app.use(
@@ -87,5 +108,8 @@ export function createApp(runtime: Runtime): GatewayApp {
       headers: ownHeaders,
     }),
   );
-  return Object.assign(app, { handleUpgrade: proxy.upgrade });
+  const handleRequest = (req: IncomingMessage, res: ServerResponse) => {
+    if (!proxy.handle(req, res)) app(req, res);
+  };
+  return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app });
 }

@@ -1,12 +1,25 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Config } from '../config/load.js';
 import type { Metrics } from '../observability/metrics.js';
 
+export interface RequestMetrics {
+  /** Express middleware: meters every request that reached Express and was not metered yet. */
+  middleware: RequestHandler;
+  /** Meters one request under `label` (proxied calls, served before Express). Idempotent. */
+  meter(req: IncomingMessage, res: ServerResponse, label?: string): void;
+}
+
+const METERED = Symbol('metered');
+type Metered = ServerResponse & { [METERED]?: true };
+
 /** Counts and times every request under a bounded label: a configured route, an endpoint, or "other". */
-export function createRequestMetrics(metrics: Metrics, config: Config): RequestHandler {
+export function createRequestMetrics(metrics: Metrics, config: Config): RequestMetrics {
   const auth = config.server.authPath;
   const endpoints = new Set(['/healthz', '/readyz', '/metrics', ...['login', 'callback', 'user', 'logout', 'backchannel-logout', 'sessions'].map((e) => `${auth}/${e}`)]);
-  const labelFor = (path: string) => {
+  const labelFor = (url: string) => {
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
     if (endpoints.has(path)) return path;
     if (path.startsWith(`${auth}/sessions/`)) return `${auth}/sessions/:id`;
     return 'other';
@@ -25,15 +38,24 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestH
     if (!child) histograms.set(route, (child = metrics.latency.labels(route)));
     return child;
   };
-  return function requestMetrics(req, res, next) {
+  function meter(req: IncomingMessage, res: Metered, label?: string) {
+    if (res[METERED]) return;
+    res[METERED] = true;
+    // The URL as received: inside a mounted Express router req.url is relative to the mount point.
+    const url = req.url ?? '/';
     const start = process.hrtime.bigint();
     res.once('finish', () => {
-      // originalUrl: inside a mounted router req.path is relative to the mount point.
-      const route = (res.locals.metricsRoute as string | undefined) ?? labelFor(req.originalUrl.split('?')[0] as string);
-      counter(route, req.method, res.statusCode).inc();
+      const route = label ?? labelFor(url);
+      counter(route, req.method ?? 'GET', res.statusCode).inc();
       histogram(route).observe(Number(process.hrtime.bigint() - start) / 1e9);
     });
-    next();
+  }
+  return {
+    meter,
+    middleware(req, res, next) {
+      meter(req, res);
+      next();
+    },
   };
 }
 

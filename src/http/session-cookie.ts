@@ -1,11 +1,11 @@
 /**
  * The session cookie (SPEC §5) through express-session, and the login-transaction cookies.
  */
-import type { RequestHandler, Request, Response, CookieOptions } from 'express';
+import type { RequestHandler, Request, CookieOptions } from 'express';
 import session from 'express-session';
-import { parse as parseCookieHeader } from 'cookie';
+import { parse as parseCookieHeader, serialize as serializeCookie } from 'cookie';
 import { unsign } from 'cookie-signature';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { SessionRecords } from '../session/records.js';
@@ -68,8 +68,18 @@ export function sessionCookieOptions(config: Config): CookieOptions {
   };
 }
 
-export function clearSessionCookie(res: Response, config: Config): void {
-  res.clearCookie(config.derived.sessionCookieName, sessionCookieOptions(config));
+/** Expires the session cookie; works on a bare ServerResponse (the proxy path has no Express). */
+export function clearSessionCookie(res: ServerResponse, config: Config): void {
+  res.appendHeader(
+    'Set-Cookie',
+    serializeCookie(config.derived.sessionCookieName, '', {
+      httpOnly: true,
+      secure: config.derived.secureCookies,
+      sameSite: config.session.sameSite,
+      path: '/',
+      expires: new Date(0),
+    }),
+  );
 }
 
 /** Name of the login cookie of one transaction: one per tab, so parallel logins don't collide. */
@@ -127,14 +137,20 @@ export function sessionIdFromCookie(header: string | undefined, name: string, se
   return value === undefined ? undefined : verifySigned(value, secrets);
 }
 
+/** A session cookie that verified: the session ID and the digest its Redis keys are named by. */
+export interface VerifiedSessionCookie {
+  id: string;
+  digest: string;
+}
+
 /**
  * sessionIdFromCookie with a bounded memo: a browser sends the same cookie on every call, and
- * the HMAC check is a pure function of the value, so it runs once per value. Only values that
- * verified are remembered, so forged cookies cannot fill the memo.
+ * the HMAC check (and the key digest) are pure functions of the value, so each runs once per
+ * value. Only values that verified are remembered, so forged cookies cannot fill the memo.
  */
 export function createCookieVerifier(name: string, secrets: readonly string[], size = 10_000) {
-  const verified = new Map<string, string>();
-  return (header: string | undefined): string | undefined => {
+  const verified = new Map<string, VerifiedSessionCookie>();
+  return (header: string | undefined): VerifiedSessionCookie | undefined => {
     const value = signedValue(header, name);
     if (value === undefined) return undefined;
     const known = verified.get(value);
@@ -142,8 +158,9 @@ export function createCookieVerifier(name: string, secrets: readonly string[], s
     const id = verifySigned(value, secrets);
     if (id === undefined) return undefined;
     if (verified.size >= size) verified.delete(verified.keys().next().value as string);
-    verified.set(value, id);
-    return id;
+    const entry = { id, digest: digest(id) };
+    verified.set(value, entry);
+    return entry;
   };
 }
 
@@ -157,13 +174,13 @@ export function createSessionReader(config: Config, records: SessionRecords, met
   const latency = metrics?.redisLatency.labels('session_read');
   const failures = metrics?.redisErrors.labels('command');
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
-    const id = verify(req.headers.cookie);
-    if (!id) return undefined;
-    const sessionDigest = digest(id);
+    const cookie = verify(req.headers.cookie);
+    if (!cookie) return undefined;
+    const sessionDigest = cookie.digest;
     const start = process.hrtime.bigint();
     try {
-      const stored = await withStore(() => records.load(sessionDigest));
-      return { digest: sessionDigest, auth: stored?.auth, tokens: stored?.tokens.sealed ? stored.tokens : undefined };
+      const view = await withStore(() => records.view(sessionDigest));
+      return { digest: sessionDigest, auth: view?.auth, tokens: view?.tokens };
     } catch (err) {
       failures?.inc();
       throw err;

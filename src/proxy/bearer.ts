@@ -17,8 +17,8 @@ import type { Credential } from './upstream.js';
 /** The signed-in part of a loaded session, as the HTTP layer found it. */
 export interface LoadedSession {
   digest: string;
-  auth: AuthData | undefined;
-  tokens: SealedTokens | undefined;
+  auth: Readonly<AuthData> | undefined;
+  tokens: Readonly<SealedTokens> | undefined;
 }
 
 export interface CredentialDeps {

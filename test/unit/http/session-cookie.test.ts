@@ -1,4 +1,5 @@
 import { sign } from 'cookie-signature';
+import { digest } from '../../../src/redis/keys.js';
 import { createCookieVerifier, sessionIdFromCookie } from '../../../src/http/session-cookie.js';
 
 const secret = 'a'.repeat(40);
@@ -17,12 +18,18 @@ describe('session cookie verification', () => {
   });
 
   it('stays correct while remembering a bounded number of verified values', () => {
-    const verify = createCookieVerifier('bff', [secret], 2);
+    const verifier = createCookieVerifier('bff', [secret], 2);
+    const verify = (header: string) => verifier(header)?.id;
     expect(verify(cookie('one'))).toBe('one');
     expect(verify(cookie('one'))).toBe('one');
     expect(verify(cookie('forged', 'c'.repeat(40)))).toBeUndefined();
     expect(verify(cookie('two'))).toBe('two');
     expect(verify(cookie('three'))).toBe('three');
     expect(verify(cookie('one'))).toBe('one'); // evicted, verified again
+  });
+
+  it('names the Redis keys by the digest of the verified ID, never by the cookie', () => {
+    const verifier = createCookieVerifier('bff', [secret]);
+    expect(verifier(cookie('sid-9'))).toEqual({ id: 'sid-9', digest: digest('sid-9') });
   });
 });
