@@ -63,6 +63,8 @@ interface Settings {
   deadlineMs: number;
   /** Bench-only variations of the gateway, to measure a suggested src/ change before making it. */
   experiments: string[];
+  /** Also record a sampling heap profile (allocations) of every target under load. */
+  heapProfile: boolean;
 }
 
 const EXPERIMENTS = new Set(['autopipelining']);
@@ -79,7 +81,7 @@ function parseArgs(argv: string[]): Settings {
     if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
     return v;
   };
-  const known = new Set(['--quick', '--strict', '--rounds', '--duration', '--connections', '--experiment']);
+  const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment']);
   const experiments: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -112,7 +114,8 @@ function parseArgs(argv: string[]): Settings {
     stormTrials,
     strict: argv.includes('--strict'),
     experiments,
-    deadlineMs: (plannedSec + 120) * 1000,
+    heapProfile: argv.includes('--heap-profile'),
+    deadlineMs: (plannedSec * (argv.includes('--heap-profile') ? 2 : 1) + 120) * 1000,
   };
 }
 
@@ -255,6 +258,15 @@ interface RunRecord extends LoadResult {
   machine?: { busyPercent: number; idlePercent: number; stealPercent: number };
   /** The target's memory after the run. */
   targetMemory?: { rssMB: number; heapUsedMB: number; heapTotalMB: number };
+  /** The target's GC pauses during the run. */
+  targetGc?: GcStats;
+}
+
+interface GcStats {
+  count: number;
+  totalMs: number;
+  maxMs: number;
+  major: number;
 }
 
 /** Process ids to account CPU to; the target's own process is under `target`. */
@@ -299,6 +311,7 @@ async function measure(
   const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
   delete procs[target.name];
   const before = await redis.commandStats();
+  await server.call('gcStats').catch(() => undefined);
   const cpuBefore = snapshot(procs);
   const machineBefore = machineTicks();
   const wallStart = performance.now();
@@ -310,6 +323,7 @@ async function measure(
   const machine = machineShares(machineBefore, machineTicks());
   const wallMs = performance.now() - wallStart;
   const targetMemory = await server.call<RunRecord['targetMemory']>('memory').catch(() => undefined);
+  const targetGc = await server.call<GcStats>('gcStats').catch(() => undefined);
   const after = await redis.commandStats();
   const delta = statsDelta(before, after);
   const sent = Math.max(1, result.sent);
@@ -325,6 +339,7 @@ async function measure(
     loadAvg1: round2(os.loadavg()[0] ?? 0),
     ...(machine ? { machine } : {}),
     ...(targetMemory ? { targetMemory } : {}),
+    ...(targetGc ? { targetGc } : {}),
   };
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
@@ -683,6 +698,8 @@ async function main(settings: Settings): Promise<number> {
           name: 'gateway',
           module: moduleOf('servers/gateway'),
           env,
+          // Node/V8 flags for the gateway only, for experiments (e.g. --trace-gc); never in a reported run.
+          execArgv: process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [],
           options: mainGateway,
         }).then(keep),
         startChild<{ url: string }>({ name: 'baseline', module: moduleOf('servers/baseline'), env, options: { host: HOST, upstream: upstream.info.url } }).then(keep),
@@ -759,7 +776,7 @@ async function main(settings: Settings): Promise<number> {
         runs.push(rec);
         log(
           `round ${roundNo}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
-            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
+            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  gc ${rec.targetGc ? `${rec.targetGc.count}x ${rec.targetGc.totalMs.toFixed(0)} ms (max ${rec.targetGc.maxMs.toFixed(1)}, ${rec.targetGc.major} major)` : '?'}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }
@@ -780,6 +797,25 @@ async function main(settings: Settings): Promise<number> {
       await server.call('profileStop', { file }, 60_000);
       const summary = summarizeProfile(file, repoRoot, 10);
       profiles.push({ target: t.name, file: path.relative(repoRoot, file), load: loadResult, summary, busyUsPerRequest: (summary.busyMs * 1000) / Math.max(1, loadResult.sent) });
+    }
+    if (settings.heapProfile) {
+      for (const t of targets) {
+        const server = servers[t.name] as BenchChild;
+        const file = path.join(resultsDir, `${t.name}.heapprofile`);
+        log(`sampling ${t.name}'s allocations under load (${settings.profileSec} s)`);
+        // BENCH_HEAP_LIVE=1: only objects still alive when sampling stops, which is mid-load.
+        const live = process.env.BENCH_HEAP_LIVE === '1';
+        await server.call('heapSampleStart', { intervalBytes: 16 * 1024, live });
+        const loaded = load.call<LoadResult>(
+          'run',
+          { url: t.url, headers: t.headers, connections: settings.connections, durationSec: settings.profileSec } satisfies LoadRun,
+          (settings.profileSec + 30) * 1000,
+        );
+        if (live) await new Promise((r) => setTimeout(r, (settings.profileSec * 1000) / 2));
+        else await loaded;
+        await server.call('heapSampleStop', { file }, 60_000);
+        await loaded;
+      }
     }
     const profile = (profiles[0] as ProfiledTarget).summary;
     const gwTarget = targets[0] as Target;

@@ -11,7 +11,9 @@
  * on error or Ctrl-C); a child whose parent vanished exits by itself (IPC disconnect).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
 type Handler = (args: any) => unknown;
@@ -55,7 +57,25 @@ export function childOptions<T>(): T {
 export function serveChild(info: unknown, handlers: Record<string, Handler>, cleanup?: () => Promise<void> | void): void {
   const send = (m: ReadyMessage | ReplyMessage) => process.send?.(m);
   let profiler: Session | undefined;
+  // GC pauses since the last gcStats call: a run's tail latency is often a collector's doing.
+  let gc = { count: 0, totalMs: 0, maxMs: 0, major: 0 };
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gc.count += 1;
+      gc.totalMs += entry.duration;
+      gc.maxMs = Math.max(gc.maxMs, entry.duration);
+      const kind = ((entry as unknown as { detail?: { kind?: number } }).detail)?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.major += 1;
+    }
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
   const all: Record<string, Handler> = {
+    /** GC pauses since the previous call (count, total and longest in ms, major collections). */
+    gcStats() {
+      const out = { count: gc.count, totalMs: Math.round(gc.totalMs * 100) / 100, maxMs: Math.round(gc.maxMs * 100) / 100, major: gc.major };
+      gc = { count: 0, totalMs: 0, maxMs: 0, major: 0 };
+      return out;
+    },
     async profileStart(args: { samplingIntervalUs: number }) {
       profiler = new Session();
       profiler.connect();
@@ -67,6 +87,26 @@ export function serveChild(info: unknown, handlers: Record<string, Handler>, cle
     async profileStop(args: { file: string }) {
       if (!profiler) throw new Error('profiler not started');
       const { profile } = await profiler.post('Profiler.stop');
+      profiler.disconnect();
+      profiler = undefined;
+      writeFileSync(args.file, JSON.stringify(profile));
+      return args.file;
+    },
+    /** Sampling heap profile: every allocation (also those collected since), to find who allocates. */
+    async heapSampleStart(args: { intervalBytes: number; live?: boolean }) {
+      profiler = new Session();
+      profiler.connect();
+      await profiler.post('HeapProfiler.enable');
+      await profiler.post('HeapProfiler.startSampling', {
+        samplingInterval: args.intervalBytes,
+        includeObjectsCollectedByMajorGC: !args.live,
+        includeObjectsCollectedByMinorGC: !args.live,
+      });
+      return true;
+    },
+    async heapSampleStop(args: { file: string }) {
+      if (!profiler) throw new Error('heap sampling not started');
+      const { profile } = await profiler.post('HeapProfiler.stopSampling');
       profiler.disconnect();
       profiler = undefined;
       writeFileSync(args.file, JSON.stringify(profile));
@@ -162,8 +202,11 @@ export function startChild<Info>(opts: StartChildOptions): Promise<BenchChild<In
   });
   children.add(child);
   let tail = '';
+  // BENCH_LOG_DIR keeps every child's whole output (e.g. with --trace-gc in BENCH_GATEWAY_NODE_ARGS).
+  const logFile = process.env.BENCH_LOG_DIR ? path.join(process.env.BENCH_LOG_DIR, `${opts.name}.log`) : undefined;
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-4000);
+    if (logFile) appendFileSync(logFile, chunk);
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
