@@ -78,7 +78,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
+    observe: metrics.observeRedis,
   });
+  const transactions = createTransactions(redis, keys, sealer, { clock, observe: metrics.observeRedis });
+  metrics.countActiveLoginTransactions(() => transactions.active());
   const registry = createSessionRegistry({
     redis,
     keys,
@@ -122,7 +125,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     vault,
     records,
     store: new RedisSessionStore(records),
-    transactions: createTransactions(redis, keys, sealer),
+    transactions,
     registry,
     refresher,
     provider,

@@ -80,7 +80,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     ]),
   );
 
-  const readSession = createSessionReader(config, runtime.records, metrics);
+  const readSession = createSessionReader(config, runtime.records);
   const websockets = createUpgradeHandler({
     config,
     match,

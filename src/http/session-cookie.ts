@@ -11,7 +11,6 @@ import { withStore } from '../redis/errors.js';
 import type { SessionRecords } from '../session/records.js';
 import type { AuthData } from '../session/data.js';
 import type { LoadedSession } from '../proxy/bearer.js';
-import type { Metrics } from '../observability/metrics.js';
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { RedisSessionStore } from '../session/store.js';
@@ -169,23 +168,12 @@ export function createCookieVerifier(name: string, secrets: readonly string[], s
  * express-session's per-request machinery (Session objects, change hashing, response hooks) is
  * not needed on a path that never writes the session, and it costs more than the proxying.
  */
-export function createSessionReader(config: Config, records: SessionRecords, metrics?: Metrics) {
+export function createSessionReader(config: Config, records: SessionRecords) {
   const verify = createCookieVerifier(config.derived.sessionCookieName, config.session.secrets);
-  const latency = metrics?.redisLatency.labels('session_read');
-  const failures = metrics?.redisErrors.labels('command');
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
     const cookie = verify(req.headers.cookie);
     if (!cookie) return undefined;
-    const sessionDigest = cookie.digest;
-    const start = process.hrtime.bigint();
-    try {
-      const view = await withStore(() => records.view(sessionDigest));
-      return { digest: sessionDigest, auth: view?.auth, tokens: view?.tokens };
-    } catch (err) {
-      failures?.inc();
-      throw err;
-    } finally {
-      latency?.observe(Number(process.hrtime.bigint() - start) / 1e9);
-    }
+    const view = await withStore(() => records.view(cookie.digest));
+    return { digest: cookie.digest, auth: view?.auth, tokens: view?.tokens };
   };
 }

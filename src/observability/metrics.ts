@@ -13,6 +13,10 @@ export interface Metrics {
   redisErrors: Counter<'kind'>;
   redisLatency: Histogram<'operation'>;
   loginTransactions: Counter<'outcome'>;
+  /** Where the active-login-transactions gauge reads its value at scrape time. */
+  countActiveLoginTransactions(source: () => Promise<number>): void;
+  /** Records a Redis operation: its latency by operation, and a command error when it failed. */
+  observeRedis(operation: string, seconds: number, failed: boolean): void;
   upstreamErrors: Counter<'route' | 'kind'>;
   openWebSockets: Gauge<'route'>;
 }
@@ -21,7 +25,48 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'bff_' });
   const registers = [registry];
+  let activeSource: (() => Promise<number>) | undefined;
+  new Gauge({
+    name: 'bff_login_transactions_active',
+    help: 'Login transactions in progress (started, not yet returned from the provider, not expired), across all instances: read from Redis at scrape time, so aggregate with max(), not sum().',
+    registers,
+    async collect() {
+      if (!activeSource) return;
+      try {
+        this.set(await activeSource());
+      } catch {
+        // Redis unavailable: the scrape still answers, without a fresh value (the failure is counted).
+      }
+    },
+  });
+  const redisLatency = new Histogram({
+    name: 'bff_redis_command_duration_seconds',
+    help: 'Time of Redis operations, by operation (session_read is the one behind every proxied call), failures included.',
+    labelNames: ['operation'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers,
+  });
+  const redisErrors = new Counter({
+    name: 'bff_redis_errors_total',
+    help: 'Redis failures: connection errors and failed commands.',
+    labelNames: ['kind'],
+    registers,
+  });
+  // Label children bound once per operation: this runs on every proxied call.
+  const latencyByOperation = new Map<string, ReturnType<typeof redisLatency.labels>>();
+  const commandErrors = redisErrors.labels('command');
   return {
+    countActiveLoginTransactions(source) {
+      activeSource = source;
+    },
+    observeRedis(operation, seconds, failed) {
+      let child = latencyByOperation.get(operation);
+      if (!child) latencyByOperation.set(operation, (child = redisLatency.labels(operation)));
+      child.observe(seconds);
+      if (failed) commandErrors.inc();
+    },
+    redisLatency,
+    redisErrors,
     registry,
     requests: new Counter({
       name: 'bff_http_requests_total',
@@ -46,19 +91,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'bff_client_credentials_fetch_total',
       help: 'Client-credentials token requests to the provider, by outcome.',
       labelNames: ['outcome'],
-      registers,
-    }),
-    redisErrors: new Counter({
-      name: 'bff_redis_errors_total',
-      help: 'Redis failures: connection errors and failed commands.',
-      labelNames: ['kind'],
-      registers,
-    }),
-    redisLatency: new Histogram({
-      name: 'bff_redis_command_duration_seconds',
-      help: 'Time of the Redis read behind each session lookup (GETEX), failures included.',
-      labelNames: ['operation'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     }),
     loginTransactions: new Counter({

@@ -16,6 +16,8 @@ export interface Keys {
   refreshLock(sessionDigest: string): string;
   /** Login transaction, by digest of `state`. */
   transaction(stateDigest: string): string;
+  /** Sorted set of login transactions in progress (state digest, scored by expiry). */
+  activeTransactions(): string;
   /** A user's sessions: handle -> session digest. */
   userSessions(userDigest: string): string;
   /** Provider session (`sid`) -> the sessions it covers. */
@@ -36,6 +38,7 @@ export function createKeys(prefix: string): Keys {
     session: (d) => `${prefix}sess:{${d}}`,
     refreshLock: (d) => `${prefix}lock:{${d}}`,
     transaction: (d) => `${prefix}tx:${d}`,
+    activeTransactions: () => `${prefix}tx-active`,
     userSessions: (d) => `${prefix}user:{${d}}`,
     providerSession: (d) => `${prefix}sid:{${d}}`,
     logoutJti: (d) => `${prefix}jti:${d}`,

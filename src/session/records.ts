@@ -12,6 +12,7 @@
  * (connect-redis #75/#346, express-openid-connect #408).
  */
 import { createWriteCoalescer, type RedisClient } from '../redis/client.js';
+import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Keys } from '../redis/keys.js';
 import type { AuthData, SealedTokens } from './data.js';
 
@@ -116,6 +117,8 @@ export interface SessionRecordsOptions {
   clock?: () => number;
   /** How many parsed views view() keeps (one per session); default 10,000. */
   viewCacheSize?: number;
+  /** Told the duration and outcome of every operation (metrics). */
+  observe?: RedisObserver;
 }
 
 function freezeView(session: StoredSession): SessionView {
@@ -128,6 +131,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   const { redis, keys, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
   const holdWrites = createWriteCoalescer(redis);
+  const timed = createTimed(options.observe);
 
   const outlivedAbsolute = (s: StoredSession) =>
     s.auth !== undefined && s.auth.createdAt + absoluteTimeoutSeconds * 1000 <= clock();
@@ -166,48 +170,43 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   }
 
   return {
-    async load(digest) {
-      holdWrites();
-      return finish(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+    load(digest) {
+      return timed('session_read', async () => {
+        holdWrites();
+        return finish(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+      });
     },
-    async view(digest) {
-      holdWrites();
-      return readView(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+    view(digest) {
+      return timed('session_read', async () => {
+        holdWrites();
+        return readView(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+      });
     },
-    async peek(digest) {
-      return finish(digest, await redis.get(keys.session(digest)));
+    peek(digest) {
+      return timed('session_peek', async () => finish(digest, await redis.get(keys.session(digest))));
     },
     async peekTokens(digest) {
       const session = await this.peek(digest);
       return session?.tokens;
     },
     async write(digest, session) {
-      await redis.eval(
-        WRITE_RECORD,
-        1,
-        keys.session(digest),
-        serializeRecord(session),
-        String(session.tokens?.v ?? 0),
-        String(idleTimeoutSeconds),
+      const text = serializeRecord(session);
+      await timed('session_write', () =>
+        redis.eval(WRITE_RECORD, 1, keys.session(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
       );
     },
     async casTokens(digest, expectedVersion, next) {
       if (!/^[A-Za-z0-9._-]*$/.test(next.sealed)) throw new TypeError('sealed tokens must be base64url and dots');
-      const result = await redis.eval(
-        CAS_TOKENS,
-        1,
-        keys.session(digest),
-        String(expectedVersion),
-        String(next.v),
-        next.sealed,
+      const result = await timed('session_cas', () =>
+        redis.eval(CAS_TOKENS, 1, keys.session(digest), String(expectedVersion), String(next.v), next.sealed),
       );
       return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
     },
     async remove(digest) {
-      await redis.del(keys.session(digest));
+      await timed('session_delete', () => redis.del(keys.session(digest)));
     },
     async remainingMs(digest) {
-      const ttl = await redis.pttl(keys.session(digest));
+      const ttl = await timed('session_ttl', () => redis.pttl(keys.session(digest)));
       return ttl >= 0 ? ttl : undefined;
     },
   };

@@ -6,6 +6,7 @@
 import type { Sealer } from '../crypto/seal.js';
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
+import { createTimed, type RedisObserver } from '../redis/timing.js';
 
 export interface LoginTransaction {
   state: string;
@@ -22,23 +23,53 @@ export const TRANSACTION_TTL_SECONDS = 600;
 export interface Transactions {
   save(tx: LoginTransaction): Promise<void>;
   take(state: string): Promise<LoginTransaction | undefined>;
+  /** Login transactions started (by any instance) that were neither taken nor expired. */
+  active(): Promise<number>;
+}
+
+export interface TransactionsOptions {
+  clock?: () => number;
+  observe?: RedisObserver;
 }
 
 const AAD = 'login-transaction';
 
-export function createTransactions(redis: RedisClient, keys: Keys, sealer: Sealer): Transactions {
+/**
+ * Besides its own key, each transaction is listed in one sorted set scored by its expiry, so
+ * that "how many logins are in progress" is one ZCARD, shared by every instance, with no key
+ * scan. Entries past their expiry are pruned whenever a transaction is saved or counted.
+ */
+export function createTransactions(redis: RedisClient, keys: Keys, sealer: Sealer, options: TransactionsOptions = {}): Transactions {
+  const clock = options.clock ?? Date.now;
+  const timed = createTimed(options.observe);
+  const listed = keys.activeTransactions();
   return {
     async save(tx) {
-      await redis.set(keys.transaction(digest(tx.state)), sealer.seal(JSON.stringify(tx), AAD), 'EX', TRANSACTION_TTL_SECONDS);
+      const d = digest(tx.state);
+      const now = clock();
+      await timed('transaction_save', () =>
+        Promise.all([
+          redis.set(keys.transaction(d), sealer.seal(JSON.stringify(tx), AAD), 'EX', TRANSACTION_TTL_SECONDS),
+          redis.zremrangebyscore(listed, '-inf', now),
+          redis.zadd(listed, now + TRANSACTION_TTL_SECONDS * 1000, d),
+        ]),
+      );
     },
     async take(state) {
-      const sealed = await redis.getdel(keys.transaction(digest(state)));
+      const d = digest(state);
+      const [sealed] = await timed('transaction_take', () => Promise.all([redis.getdel(keys.transaction(d)), redis.zrem(listed, d)]));
       if (sealed === null) return undefined;
       const json = sealer.open(sealed, AAD);
       if (json === undefined) return undefined;
       const tx = JSON.parse(json) as LoginTransaction;
       // Defence in depth: the key is a digest, so check the full value too.
       return tx.state === state ? tx : undefined;
+    },
+    async active() {
+      const [, count] = await timed('transaction_count', () =>
+        Promise.all([redis.zremrangebyscore(listed, '-inf', clock()), redis.zcard(listed)]),
+      );
+      return count;
     },
   };
 }

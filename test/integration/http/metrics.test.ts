@@ -45,8 +45,36 @@ it('counts requests by configured route and status, latency, refreshes and login
   expect(text).toMatch(/bff_http_request_duration_seconds_bucket\{le="[^"]+",route="\/api"\}/);
   expect(text).toMatch(/bff_token_refresh_total\{outcome="success"\} 1/);
   expect(text).toMatch(/bff_login_transactions_total\{outcome="signed_in"\} 1/);
-  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="session_read"\} 2/);
+  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="session_read"\} [1-9]/);
+  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="transaction_take"\} 1/);
+  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="session_cas"\} 1/);
+  expect(text).toMatch(/^bff_login_transactions_active 0$/m);
   expect(text).not.toContain('some-user-specific-path-42');
   expect(text).not.toContain('alice');
   expectNoSecretIn(text, { accessToken: tokens?.accessToken, refreshToken: tokens?.refreshToken, cookie }, '/metrics');
+});
+
+it('counts the login transactions in progress (kept in Redis, so shared by all instances) until they are taken or expire', async () => {
+  const started = await Promise.all(
+    [1, 2, 3].map(() => fetch(`${gw.url}/auth/login`, { redirect: 'manual', signal: AbortSignal.timeout(10_000) })),
+  );
+  expect(started.map((r) => r.status)).toEqual([302, 302, 302]);
+  const gauge = async () => {
+    const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+    return Number(/^bff_login_transactions_active (\d+)$/m.exec(await res.text())?.[1]);
+  };
+  expect(await gauge()).toBe(3);
+  // Finish one of them: the callback takes its transaction.
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  expect(await gauge()).toBe(3);
+  clock.advance(601);
+  expect(await gauge()).toBe(0);
+});
+
+it('times the other Redis operations too, each under its own operation name', async () => {
+  const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  expect(text).toMatch(/bff_redis_command_duration_seconds_bucket\{le="0.001",operation="session_read"\}/);
+  expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="transaction_count"\} [1-9]/);
 });

@@ -126,6 +126,19 @@ function itFailsFastWhileRedisIs(state: 'paused' | 'killed'): void {
     expect(ms).toBeLessThan(FAST_MS);
     expect(res.json<{ down?: unknown }>().down).toEqual(expect.arrayContaining(['redis']));
   });
+
+  it('still answers /metrics, counting the failed Redis commands', async () => {
+    const before = redisCommandErrors((await client.get(`${gw.url}/metrics`)).text);
+    await client.get(`${gw.url}/api/echo`, { headers: csrf });
+    const { res, ms } = await timed(() => client.get(`${gw.url}/metrics`));
+    expect(res.status).toBe(200);
+    expect(ms).toBeLessThan(FAST_MS);
+    expect(redisCommandErrors(res.text)).toBeGreaterThan(before);
+  });
+}
+
+function redisCommandErrors(metricsText: string): number {
+  return Number(/^bff_redis_errors_total\{kind="command"\} (\d+)$/m.exec(metricsText)?.[1] ?? 0);
 }
 
 describe('Redis stalled (SIGSTOP)', () => {
