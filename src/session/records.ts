@@ -147,25 +147,27 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     return session;
   }
 
-  // The stored text is the cache key's proof: a view is reused only while Redis returns the
-  // very same value (a ~2 KB string compare instead of a JSON.parse per call).
-  const views = new Map<string, { text: string; view: SessionView; createdAt: number | undefined }>();
+  // The stored bytes are the cache's proof: a view is reused only while Redis returns the very
+  // same value. The reply is read as a Buffer (a view on the socket's read, no string made) and
+  // compared byte for byte; only a new value is decoded and parsed.
+  const views = new Map<string, { raw: Buffer; view: SessionView; createdAt: number | undefined }>();
   const viewCacheSize = options.viewCacheSize ?? 10_000;
-  async function readView(digest: string, text: string | null): Promise<SessionView | undefined> {
-    if (text === null) {
+  async function readView(digest: string, raw: Buffer | null): Promise<SessionView | undefined> {
+    if (raw === null) {
       views.delete(digest);
       return undefined;
     }
     const known = views.get(digest);
-    if (known !== undefined && known.text === text) {
+    if (known !== undefined && known.raw.equals(raw)) {
       if (known.createdAt === undefined || known.createdAt + absoluteTimeoutSeconds * 1000 > clock()) return known.view;
     }
     views.delete(digest);
-    const session = await finish(digest, text);
+    const session = await finish(digest, raw.toString('utf8'));
     if (!session) return undefined;
     const view = freezeView(session);
     if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);
-    views.set(digest, { text, view, createdAt: session.auth?.createdAt });
+    // A copy: the reply may be a slice of a much larger socket read, which it would keep alive.
+    views.set(digest, { raw: Buffer.from(raw), view, createdAt: session.auth?.createdAt });
     return view;
   }
 
@@ -179,7 +181,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     view(digest) {
       return timed('session_read', async () => {
         holdWrites();
-        return readView(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+        return readView(digest, await redis.getexBuffer(keys.session(digest), 'EX', idleTimeoutSeconds));
       });
     },
     peek(digest) {
