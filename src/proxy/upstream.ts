@@ -15,6 +15,7 @@ import {
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
 import { connectionNominated, filterSetCookie, forwardingHeaders, stripCookies } from './headers.js';
+import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 
 export interface UpstreamOptions {
@@ -53,6 +54,9 @@ export function isBodyless(req: http.IncomingMessage): boolean {
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive']);
 
+const RETRY = Symbol('retry');
+type Retriable = http.IncomingMessage & { [RETRY]?: { retry: Retry; header: string | undefined } | undefined };
+
 /**
  * What httpxy does for a response it handles itself: status, headers, streamed body. One
  * writeHead with the raw header list (order and case kept) instead of a setHeader per header;
@@ -73,43 +77,6 @@ function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, i
   proxyRes.pipe(res);
 }
 
-/**
- * The head deadline of every upstream request in flight, swept by one timer instead of one
- * timer and two listeners per request. Requests are tracked in the order they started, and all
- * share one timeout, so the sweep stops at the first one still in time.
- */
-function createDeadlines(timeoutMs: number) {
-  const pending = new Map<http.ClientRequest, number>();
-  const every = Math.max(10, Math.min(250, Math.floor(timeoutMs / 4)));
-  let sweeper: NodeJS.Timeout | undefined;
-  function sweep() {
-    const now = performance.now();
-    for (const [proxyReq, deadline] of pending) {
-      if (deadline > now && !proxyReq.destroyed) break;
-      pending.delete(proxyReq);
-      if (!proxyReq.destroyed) proxyReq.destroy(new UpstreamTimeout('no response in time'));
-    }
-    if (pending.size === 0) stop();
-  }
-  function stop() {
-    clearInterval(sweeper);
-    sweeper = undefined;
-  }
-  return {
-    track(proxyReq: http.ClientRequest) {
-      pending.set(proxyReq, performance.now() + timeoutMs);
-      sweeper ??= setInterval(sweep, every).unref();
-    },
-    done(proxyReq: http.ClientRequest | undefined) {
-      if (proxyReq) pending.delete(proxyReq);
-    },
-    close() {
-      pending.clear();
-      stop();
-    },
-  };
-}
-
 /** The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1). */
 function rejectsToken(proxyRes: http.IncomingMessage): boolean {
   if (proxyRes.statusCode !== 401) return false;
@@ -123,7 +90,11 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     target.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' })
       : new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' });
-  const deadlines = createDeadlines(route.timeoutSeconds * 1000);
+  const deadlines = createDeadlines<http.ClientRequest>({
+    timeoutMs: route.timeoutSeconds * 1000,
+    expire: (proxyReq) => proxyReq.destroy(new UpstreamTimeout('no response in time')),
+    isSettled: (proxyReq) => proxyReq.destroyed,
+  });
   const publicProtocol = options.publicUrl.protocol.slice(0, -1);
   const publicHost = options.publicUrl.host;
 
@@ -182,7 +153,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       options.onError(err, req, res);
     },
   };
-  const answered = (proxyRes: http.IncomingMessage) => deadlines.done((proxyRes as { req?: http.ClientRequest }).req);
+  const answered = (proxyRes: http.IncomingMessage) => {
+    const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;
+    if (proxyReq) deadlines.done(proxyReq);
+  };
 
   // Everything streams through this one.
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
@@ -200,7 +174,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
 
   // Body-less requests that may be retried: the response head is inspected before it is
   // passed on, so a 401 invalid_token can be answered by one refresh and one retry (SPEC §4).
-  const retries = new WeakMap<http.IncomingMessage, { retry: Retry; header: string | undefined }>();
+  // The retry rides on the request itself, not in a WeakMap keyed by request: a collection
+  // keyed per request gets its tables rehashed into the old generation (see deadlines.ts).
   let checkedServer: { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> } | undefined;
   const checked = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
@@ -216,8 +191,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       ...on,
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
-        const pending = retries.get(req);
-        retries.delete(req);
+        const pending = (req as Retriable)[RETRY];
+        (req as Retriable)[RETRY] = undefined;
         if (pending && rejectsToken(proxyRes)) {
           proxyRes.resume();
           pending
@@ -240,7 +215,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     forward(req, res, credential, retry) {
       prepareHeaders(req, credential);
       if (retry && isBodyless(req)) {
-        retries.set(req, { retry, header: credential?.header });
+        (req as Retriable)[RETRY] = { retry, header: credential?.header };
         return checked(req, res);
       }
       return proxy(req, res);
