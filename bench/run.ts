@@ -267,6 +267,8 @@ interface GcStats {
   totalMs: number;
   maxMs: number;
   major: number;
+  /** Bytes scavenges moved into the old generation during the run. */
+  promotedBytes: number;
 }
 
 /** Process ids to account CPU to; the target's own process is under `target`. */
@@ -456,6 +458,8 @@ interface TargetSummary {
   cpuUsPerRequest: Record<string, number>;
   /** Median over rounds, % of one core, by process. */
   cpuPercent: Record<string, number>;
+  /** Median over rounds: GC in the target during a run. */
+  gc: { collections: number; totalMs: number; maxPauseMs: number; major: number; promotedKBPer1k: number };
   rounds: { rps: number; p50Ms: number; p99Ms: number }[];
 }
 
@@ -479,6 +483,13 @@ function summarize(records: RunRecord[], name: string): TargetSummary {
     redisByCommandPerRequest: Object.fromEntries(Object.entries(byCommand).map(([c, n]) => [c, round(n / Math.max(1, sent), 4)])),
     cpuUsPerRequest: medianBy(mine, (r) => r.cpuUsPerRequest),
     cpuPercent: medianBy(mine, (r) => r.cpuPercent),
+    gc: {
+      collections: median(mine.map((r) => r.targetGc?.count ?? 0)),
+      totalMs: round(median(mine.map((r) => r.targetGc?.totalMs ?? 0)), 1),
+      maxPauseMs: round(median(mine.map((r) => r.targetGc?.maxMs ?? 0)), 1),
+      major: median(mine.map((r) => r.targetGc?.major ?? 0)),
+      promotedKBPer1k: round(median(mine.map((r) => (r.targetGc?.promotedBytes ?? 0) / 1024 / (Math.max(1, r.sent) / 1000))), 1),
+    },
     rounds: mine.map((r) => ({ rps: round(r.rps, 1), p50Ms: round(r.latencyMs.p50, 3), p99Ms: round(r.latencyMs.p99, 3) })),
   };
 }
@@ -531,6 +542,9 @@ const MAIN_HEADER = ['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs b
 const CPU_HEADER = ['target', 'server %', 'upstream %', 'redis %', 'autocannon %'];
 const cpuRows = (summaries: TargetSummary[]) =>
   summaries.map((s) => [s.target, ...['target', 'upstream', 'redis', 'autocannon'].map((k) => (s.cpuPercent[k] ?? 0).toFixed(0))]);
+const GC_HEADER = ['target', 'collections', 'GC ms', 'longest pause ms', 'major', 'promoted KB / 1k req'];
+const gcRows = (summaries: TargetSummary[]) =>
+  summaries.map((s) => [s.target, s.gc.collections, s.gc.totalMs.toFixed(0), s.gc.maxPauseMs.toFixed(1), s.gc.major, s.gc.promotedKBPer1k.toFixed(0)]);
 const STORM_HEADER = ['trial', 'calls', 'ok', 'refresh grants', 'distinct tokens', 'new token', 'time to last ms', 'p50 ms', 'Redis cmds'];
 const stormRows = (trials: StormTrial[]) =>
   trials.map((t) => [t.trial, t.calls, t.ok, t.refreshGrants, t.distinctTokens, t.tokenChanged ? 'yes' : 'NO', t.timeToLastMs.toFixed(1), t.p50Ms.toFixed(1), t.redisCommands]);
@@ -580,6 +594,10 @@ function markdownReport(r: Report): string {
     'CPU use during the measured runs (median, % of one core):',
     '',
     markdownTable(CPU_HEADER, cpuRows(r.summary)),
+    '',
+    'Garbage collection in the server during a measured run (median over rounds; promoted: what scavenges moved into the old generation):',
+    '',
+    markdownTable(GC_HEADER, gcRows(r.summary)),
     '',
     'Refresh storm:',
     '',
@@ -776,7 +794,7 @@ async function main(settings: Settings): Promise<number> {
         runs.push(rec);
         log(
           `round ${roundNo}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
-            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  gc ${rec.targetGc ? `${rec.targetGc.count}x ${rec.targetGc.totalMs.toFixed(0)} ms (max ${rec.targetGc.maxMs.toFixed(1)}, ${rec.targetGc.major} major)` : '?'}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
+            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  gc ${rec.targetGc ? `${rec.targetGc.count}x ${rec.targetGc.totalMs.toFixed(0)} ms (max ${rec.targetGc.maxMs.toFixed(1)}, ${rec.targetGc.major} major, promoted ${(rec.targetGc.promotedBytes / 1024 / (rec.sent / 1000)).toFixed(0)} KB/1k req)` : '?'}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }
@@ -805,7 +823,8 @@ async function main(settings: Settings): Promise<number> {
         log(`sampling ${t.name}'s allocations under load (${settings.profileSec} s)`);
         // BENCH_HEAP_LIVE=1: only objects still alive when sampling stops, which is mid-load.
         const live = process.env.BENCH_HEAP_LIVE === '1';
-        await server.call('heapSampleStart', { intervalBytes: 16 * 1024, live });
+        // BENCH_HEAP_PROMOTED=1: only what survived the young generation.
+        await server.call('heapSampleStart', { intervalBytes: 16 * 1024, live, promoted: process.env.BENCH_HEAP_PROMOTED === '1' });
         const loaded = load.call<LoadResult>(
           'run',
           { url: t.url, headers: t.headers, connections: settings.connections, durationSec: settings.profileSec } satisfies LoadRun,
@@ -847,6 +866,9 @@ async function main(settings: Settings): Promise<number> {
       '',
       'CPU use during the measured runs (median, % of one core):',
       textTable(CPU_HEADER, cpuRows(summary)),
+      '',
+      'Garbage collection in the server during a measured run (median over rounds; promoted: what scavenges moved into the old generation):',
+      textTable(GC_HEADER, gcRows(summary)),
       '',
       `Refresh storm (${settings.stormCalls} concurrent calls of one session right after its access token expired):`,
       textTable(STORM_HEADER, stormRows(storm)),

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { GCProfiler, type GCProfilerResult } from 'node:v8';
 
 type Handler = (args: any) => unknown;
 
@@ -41,6 +42,25 @@ interface ReadyMessage {
 // ---------------------------------------------------------------------------------------------
 // Child side
 // ---------------------------------------------------------------------------------------------
+
+type HeapSpaces = GCProfilerResult['statistics'][number]['afterGC']['heapSpaceStatistics'];
+
+/** Used bytes of every space but the young generation's (and the read-only one). */
+function oldGenerationUsed(spaces: HeapSpaces): number {
+  let used = 0;
+  for (const space of spaces) if (!space.spaceName.startsWith('new_') && space.spaceName !== 'read_only_space') used += space.spaceUsedSize;
+  return used;
+}
+
+/** Growth of the old generation across each scavenge, summed: what scavenges promoted. */
+function promotedByScavenges(profile: GCProfilerResult | undefined): number {
+  let promoted = 0;
+  for (const s of profile?.statistics ?? []) {
+    if (s.gcType !== 'Scavenge') continue;
+    promoted += Math.max(0, oldGenerationUsed(s.afterGC.heapSpaceStatistics) - oldGenerationUsed(s.beforeGC.heapSpaceStatistics));
+  }
+  return promoted;
+}
 
 /** The JSON options the parent passed (in the environment: they hold client secrets, which `ps` would show in argv). */
 export function childOptions<T>(): T {
@@ -69,10 +89,26 @@ export function serveChild(info: unknown, handlers: Record<string, Handler>, cle
     }
   });
   gcObserver.observe({ entryTypes: ['gc'] });
+  // What scavenges move into the old generation: short-lived request objects that survive
+  // (something old still points at them) and later cost major collections.
+  let gcProfiler = new GCProfiler();
+  gcProfiler.start();
   const all: Record<string, Handler> = {
-    /** GC pauses since the previous call (count, total and longest in ms, major collections). */
+    /**
+     * GC since the previous call: pauses (count, total and longest in ms, major collections),
+     * and the bytes scavenges promoted into the old generation.
+     */
     gcStats() {
-      const out = { count: gc.count, totalMs: Math.round(gc.totalMs * 100) / 100, maxMs: Math.round(gc.maxMs * 100) / 100, major: gc.major };
+      const profile = gcProfiler.stop();
+      gcProfiler = new GCProfiler();
+      gcProfiler.start();
+      const out = {
+        count: gc.count,
+        totalMs: Math.round(gc.totalMs * 100) / 100,
+        maxMs: Math.round(gc.maxMs * 100) / 100,
+        major: gc.major,
+        promotedBytes: promotedByScavenges(profile),
+      };
       gc = { count: 0, totalMs: 0, maxMs: 0, major: 0 };
       return out;
     },
@@ -93,14 +129,15 @@ export function serveChild(info: unknown, handlers: Record<string, Handler>, cle
       return args.file;
     },
     /** Sampling heap profile: every allocation (also those collected since), to find who allocates. */
-    async heapSampleStart(args: { intervalBytes: number; live?: boolean }) {
+    async heapSampleStart(args: { intervalBytes: number; live?: boolean; promoted?: boolean }) {
       profiler = new Session();
       profiler.connect();
       await profiler.post('HeapProfiler.enable');
       await profiler.post('HeapProfiler.startSampling', {
         samplingInterval: args.intervalBytes,
+        // promoted: what survived the young generation (what the old generation has to collect).
         includeObjectsCollectedByMajorGC: !args.live,
-        includeObjectsCollectedByMinorGC: !args.live,
+        includeObjectsCollectedByMinorGC: !args.live && !args.promoted,
       });
       return true;
     },
