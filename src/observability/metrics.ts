@@ -76,7 +76,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     latency: new Histogram({
       name: 'bff_http_request_duration_seconds',
-      help: 'Time to the response head, by configured route (or gateway endpoint).',
+      help: 'Time from the request to the end of its response (for a stream: its whole length), by configured route (or gateway endpoint).',
       labelNames: ['route'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,

@@ -10,13 +10,25 @@ import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectNoSecretIn, tokensOfSession } from '../../support/assertions.js';
 
 const clock = createTestClock();
+const SERVICE = 'https://service.example.test';
+const csrf = { 'x-csrf': '1' };
 let stack: Stack;
 let upstream: Upstream;
 let gw: TestGateway;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  stack = await startStack({ config: { routes: [{ path: '/api', target: upstream.url, auth: 'user' }] }, clock });
+  stack = await startStack({
+    clock,
+    client: { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] },
+    provider: { scopes: { 'service:read': 'Read the service' }, resourceServers: { [SERVICE]: { scope: 'service:read' } } },
+    config: {
+      routes: [
+        { path: '/api', target: upstream.url, auth: 'user' },
+        { path: '/service', target: upstream.url, auth: 'client', scopes: ['service:read'], resource: SERVICE },
+      ],
+    },
+  });
   gw = stack.gateway;
 });
 
@@ -77,4 +89,29 @@ it('times the other Redis operations too, each under its own operation name', as
   const text = await res.text();
   expect(text).toMatch(/bff_redis_command_duration_seconds_bucket\{le="0.001",operation="session_read"\}/);
   expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="transaction_count"\} [1-9]/);
+});
+
+it('counts client-credentials fetches, and refreshes that fail by why they failed', async () => {
+  const metric = async (pattern: RegExp) => {
+    const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+    return Number(pattern.exec(await res.text())?.[1] ?? 0);
+  };
+  const fetched = /^bff_client_credentials_fetch_total\{outcome="success"\} (\d+)$/m;
+  const refused = /^bff_token_refresh_total\{outcome="invalid_grant"\} (\d+)$/m;
+  const [fetchedBefore, refusedBefore] = [await metric(fetched), await metric(refused)];
+
+  const service = await new BrowserClient().get(`${gw.url}/service/report`, { headers: csrf });
+  expect(service.status).toBe(200);
+  expect(String(upstream.requests.at(-1)?.headers.authorization)).toMatch(/^Bearer /);
+  expect(await metric(fetched)).toBe(fetchedBefore + 1);
+
+  // The provider forgets the session's grant: the next refresh is refused.
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  const tokens = await tokensOfSession(gw, client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string);
+  expect(await stack.provider.revoke(tokens?.refreshToken as string, undefined, 'refresh_token')).toBe(200);
+  clock.advance(3600);
+  const call = await client.get(`${gw.url}/api/echo`, { headers: csrf });
+  expect(call.status).toBe(401);
+  expect(await metric(refused)).toBe(refusedBefore + 1);
 });
