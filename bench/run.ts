@@ -271,6 +271,9 @@ interface GcStats {
   promotedBytes: number;
 }
 
+/** What scavenges promoted during a run, per 1,000 requests sent. */
+const promotedKBPer1k = (r: RunRecord) => (r.targetGc?.promotedBytes ?? 0) / 1024 / (Math.max(1, r.sent) / 1000);
+
 /** Process ids to account CPU to; the target's own process is under `target`. */
 type Pids = Record<string, number>;
 
@@ -488,7 +491,7 @@ function summarize(records: RunRecord[], name: string): TargetSummary {
       totalMs: round(median(mine.map((r) => r.targetGc?.totalMs ?? 0)), 1),
       maxPauseMs: round(median(mine.map((r) => r.targetGc?.maxMs ?? 0)), 1),
       major: median(mine.map((r) => r.targetGc?.major ?? 0)),
-      promotedKBPer1k: round(median(mine.map((r) => (r.targetGc?.promotedBytes ?? 0) / 1024 / (Math.max(1, r.sent) / 1000))), 1),
+      promotedKBPer1k: round(median(mine.map(promotedKBPer1k)), 1),
     },
     rounds: mine.map((r) => ({ rps: round(r.rps, 1), p50Ms: round(r.latencyMs.p50, 3), p99Ms: round(r.latencyMs.p99, 3) })),
   };
@@ -794,7 +797,7 @@ async function main(settings: Settings): Promise<number> {
         runs.push(rec);
         log(
           `round ${roundNo}/${settings.rounds} ${t.name.padEnd(22)} ${rec.rps.toFixed(0).padStart(6)} req/s  p50 ${rec.latencyMs.p50.toFixed(2)} ms  p99 ${rec.latencyMs.p99.toFixed(2)} ms  redis ${rec.redisCommandsPerRequest.toFixed(3)}/req  ` +
-            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  gc ${rec.targetGc ? `${rec.targetGc.count}x ${rec.targetGc.totalMs.toFixed(0)} ms (max ${rec.targetGc.maxMs.toFixed(1)}, ${rec.targetGc.major} major, promoted ${(rec.targetGc.promotedBytes / 1024 / (rec.sent / 1000)).toFixed(0)} KB/1k req)` : '?'}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
+            `steal ${rec.machine?.stealPercent ?? '?'}%  heap ${rec.targetMemory?.heapUsedMB ?? '?'} MB  gc ${rec.targetGc ? `${rec.targetGc.count}x ${rec.targetGc.totalMs.toFixed(0)} ms (max ${rec.targetGc.maxMs.toFixed(1)}, ${rec.targetGc.major} major, promoted ${promotedKBPer1k(rec).toFixed(0)} KB/1k req)` : '?'}  cpu % ${Object.entries(rec.cpuPercent).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`,
         );
       }
     }

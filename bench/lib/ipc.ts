@@ -12,7 +12,6 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { GCProfiler, type GCProfilerResult } from 'node:v8';
@@ -52,14 +51,25 @@ function oldGenerationUsed(spaces: HeapSpaces): number {
   return used;
 }
 
-/** Growth of the old generation across each scavenge, summed: what scavenges promoted. */
-function promotedByScavenges(profile: GCProfilerResult | undefined): number {
-  let promoted = 0;
-  for (const s of profile?.statistics ?? []) {
-    if (s.gcType !== 'Scavenge') continue;
-    promoted += Math.max(0, oldGenerationUsed(s.afterGC.heapSpaceStatistics) - oldGenerationUsed(s.beforeGC.heapSpaceStatistics));
+/**
+ * GC during a profile: pauses (count, total and longest in ms, major collections), and the
+ * growth of the old generation across each scavenge, summed: what scavenges promoted.
+ */
+function summarizeGc(profile: GCProfilerResult) {
+  let totalUs = 0;
+  let maxUs = 0;
+  let major = 0;
+  let promotedBytes = 0;
+  for (const s of profile.statistics) {
+    totalUs += s.cost;
+    maxUs = Math.max(maxUs, s.cost);
+    if (s.gcType === 'MarkSweepCompact') major += 1;
+    if (s.gcType === 'Scavenge') {
+      promotedBytes += Math.max(0, oldGenerationUsed(s.afterGC.heapSpaceStatistics) - oldGenerationUsed(s.beforeGC.heapSpaceStatistics));
+    }
   }
-  return promoted;
+  const ms = (us: number) => Math.round(us / 10) / 100;
+  return { count: profile.statistics.length, totalMs: ms(totalUs), maxMs: ms(maxUs), major, promotedBytes };
 }
 
 /** The JSON options the parent passed (in the environment: they hold client secrets, which `ps` would show in argv). */
@@ -77,40 +87,16 @@ export function childOptions<T>(): T {
 export function serveChild(info: unknown, handlers: Record<string, Handler>, cleanup?: () => Promise<void> | void): void {
   const send = (m: ReadyMessage | ReplyMessage) => process.send?.(m);
   let profiler: Session | undefined;
-  // GC pauses since the last gcStats call: a run's tail latency is often a collector's doing.
-  let gc = { count: 0, totalMs: 0, maxMs: 0, major: 0 };
-  const gcObserver = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      gc.count += 1;
-      gc.totalMs += entry.duration;
-      gc.maxMs = Math.max(gc.maxMs, entry.duration);
-      const kind = ((entry as unknown as { detail?: { kind?: number } }).detail)?.kind;
-      if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.major += 1;
-    }
-  });
-  gcObserver.observe({ entryTypes: ['gc'] });
-  // What scavenges move into the old generation: short-lived request objects that survive
-  // (something old still points at them) and later cost major collections.
+  // GC since the last gcStats call: a run's tail latency is often a collector's doing.
   let gcProfiler = new GCProfiler();
   gcProfiler.start();
   const all: Record<string, Handler> = {
-    /**
-     * GC since the previous call: pauses (count, total and longest in ms, major collections),
-     * and the bytes scavenges promoted into the old generation.
-     */
+    /** GC since the previous call (see summarizeGc). */
     gcStats() {
       const profile = gcProfiler.stop();
       gcProfiler = new GCProfiler();
       gcProfiler.start();
-      const out = {
-        count: gc.count,
-        totalMs: Math.round(gc.totalMs * 100) / 100,
-        maxMs: Math.round(gc.maxMs * 100) / 100,
-        major: gc.major,
-        promotedBytes: promotedByScavenges(profile),
-      };
-      gc = { count: 0, totalMs: 0, maxMs: 0, major: 0 };
-      return out;
+      return summarizeGc(profile);
     },
     async profileStart(args: { samplingIntervalUs: number }) {
       profiler = new Session();
