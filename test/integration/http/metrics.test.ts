@@ -32,6 +32,13 @@ beforeAll(async () => {
   gw = stack.gateway;
 });
 
+const scrape = async () => (await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+/** The number of the first line matching `pattern` (its one capture group); undefined when absent. */
+const metricValue = async (pattern: RegExp) => {
+  const match = pattern.exec(await scrape());
+  return match ? Number(match[1]) : undefined;
+};
+
 afterAll(async () => {
   await stack?.close();
   await upstream?.close();
@@ -71,10 +78,7 @@ it('counts the login transactions in progress (kept in Redis, so shared by all i
     [1, 2, 3].map(() => fetch(`${gw.url}/auth/login`, { redirect: 'manual', signal: AbortSignal.timeout(10_000) })),
   );
   expect(started.map((r) => r.status)).toEqual([302, 302, 302]);
-  const gauge = async () => {
-    const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
-    return Number(/^bff_login_transactions_active (\d+)$/m.exec(await res.text())?.[1]);
-  };
+  const gauge = () => metricValue(/^bff_login_transactions_active (\d+)$/m);
   expect(await gauge()).toBe(3);
   // Finish one of them: the callback takes its transaction.
   const client = new BrowserClient();
@@ -85,17 +89,14 @@ it('counts the login transactions in progress (kept in Redis, so shared by all i
 });
 
 it('times the other Redis operations too, each under its own operation name', async () => {
-  const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
-  const text = await res.text();
+  const text = await scrape();
   expect(text).toMatch(/bff_redis_command_duration_seconds_bucket\{le="0.001",operation="session_read"\}/);
   expect(text).toMatch(/bff_redis_command_duration_seconds_count\{operation="transaction_count"\} [1-9]/);
 });
 
 it('counts client-credentials fetches, and refreshes that fail by why they failed', async () => {
-  const metric = async (pattern: RegExp) => {
-    const res = await fetch(`${gw.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
-    return Number(pattern.exec(await res.text())?.[1] ?? 0);
-  };
+  // A counter is absent until its first increment.
+  const metric = async (pattern: RegExp) => (await metricValue(pattern)) ?? 0;
   const fetched = /^bff_client_credentials_fetch_total\{outcome="success"\} (\d+)$/m;
   const refused = /^bff_token_refresh_total\{outcome="invalid_grant"\} (\d+)$/m;
   const [fetchedBefore, refusedBefore] = [await metric(fetched), await metric(refused)];

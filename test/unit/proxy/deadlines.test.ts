@@ -1,20 +1,19 @@
 import { afterEach, beforeEach, expect, jest } from '@jest/globals';
 import fc from 'fast-check';
-import { createDeadlines, type DeadlineOptions } from '../../../src/proxy/deadlines.js';
+import { createDeadlines } from '../../../src/proxy/deadlines.js';
 
 interface Item {
   id: number;
   settled?: boolean;
 }
 
-function tracker(timeoutMs: number, extra: Partial<DeadlineOptions<Item>> = {}) {
+function tracker(timeoutMs: number) {
   const expired: number[] = [];
   const deadlines = createDeadlines<Item>({
     timeoutMs,
     expire: (item) => expired.push(item.id),
     isSettled: (item) => item.settled === true,
     now: () => Date.now(),
-    ...extra,
   });
   return { deadlines, expired };
 }
