@@ -19,6 +19,7 @@ import { createSessionMiddleware } from './http/session-cookie.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
+import { compileTrust } from './proxy/trust.js';
 
 /**
  * The HTTP server's `request` listener, plus the handler it must call for `upgrade` events and
@@ -34,7 +35,9 @@ export function createApp(runtime: Runtime): GatewayApp {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
-  app.set('trust proxy', config.server.trustProxy);
+  // The same hop rule as the proxy path and the login rate limit (proxy/trust.ts): req.ip is the
+  // address the nearest trusted hop saw, never one the browser wrote.
+  app.set('trust proxy', compileTrust(config.server.trustProxy));
   app.set('query parser', 'simple');
 
   const sessionMiddleware = createSessionMiddleware(config, runtime.store);

@@ -13,6 +13,8 @@ export interface DerivedConfig {
   loginCookieName: string;
   callbackPath: string;
   postLogoutRedirectUri: string;
+  /** Settings that may be deliberate but deserve a look (printed at startup and by --check). */
+  warnings: string[];
 }
 
 export type Config = ParsedConfig & { derived: DerivedConfig };
@@ -31,6 +33,7 @@ export function derive(cfg: ParsedConfig): Config {
       loginCookieName: secure ? `__Secure-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
       callbackPath,
       postLogoutRedirectUri: `${publicUrl.origin}${cfg.oidc.postLogoutRedirectPath}`,
+      warnings: [],
     },
   };
 }

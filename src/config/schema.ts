@@ -4,6 +4,7 @@
  * values live only in config/default.yaml.
  */
 import { z } from 'zod';
+import { parseCidr } from './cidr.js';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
@@ -57,9 +58,23 @@ export const configSchema = z
       host: z.string().min(1).default('0.0.0.0'),
       publicUrl: httpUrl,
       authPath: routePath.default('/auth'),
-      trustProxy: z.boolean().default(false),
+      /**
+       * false: no proxy in front; true: exactly one trusted hop; N: that many hops; [CIDR, ...]:
+       * hops whose address is in these ranges. Never "every hop".
+       */
+      trustProxy: z
+        .union([
+          z.boolean(),
+          z.number().int().min(1).max(10),
+          z.array(z.string().refine((v) => parseCidr(v) !== undefined, { message: 'must be an IP address or CIDR range' })).min(1),
+        ])
+        .default(false),
       metricsPort: z.number().int().min(0).max(65535).optional(),
       shutdownTimeoutSeconds: seconds(10),
+      /** How long a gateway endpoint waits for a request body to finish arriving. */
+      requestBodyTimeoutSeconds: seconds(10),
+      /** Request headers never forwarded upstream, in addition to the built-in list. */
+      stripRequestHeaders: z.array(headerName).default([]),
     }),
     oidc: z.strictObject({
       issuer: httpUrl,
@@ -116,8 +131,12 @@ export const configSchema = z
       .default({ refreshSkewSeconds: 30 }),
     csrf: z.strictObject({ headerName: headerName.default('x-csrf') }).default({ headerName: 'x-csrf' }),
     rateLimit: z
-      .strictObject({ loginPerMinute: z.number().int().min(1).default(60) })
-      .default({ loginPerMinute: 60 }),
+      .strictObject({
+        loginPerMinute: z.number().int().min(1).default(60),
+        /** Sign-ins in progress across all instances; past it, /auth/login answers 429. */
+        maxActiveLogins: z.number().int().min(1).default(10_000),
+      })
+      .default({ loginPerMinute: 60, maxActiveLogins: 10_000 }),
     log: z
       .strictObject({
         level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -17,6 +17,7 @@ import { GatewayError } from '../errors.js';
 import { createCredentialResolver, needsSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, isAmbiguousPath, type CompiledRoute } from '../proxy/routes.js';
+import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, createSessionReader } from './session-cookie.js';
@@ -44,6 +45,7 @@ function pathOf(url: string | undefined): string | undefined {
 export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRoutes {
   const { config, logger, metrics } = runtime;
   const { routes, match } = compileRoutes(config.routes);
+  const trust = compileTrust(config.server.trustProxy);
   const csrfHeader = config.csrf.headerName.toLowerCase();
   const sessionCookie = config.derived.sessionCookieName;
   const loginCookiePrefix = `${config.derived.loginCookieName}.`;
@@ -62,7 +64,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
       route.path,
       createUpstream({
         route,
-        trustProxy: config.server.trustProxy,
+        trust,
         publicUrl: new URL(config.server.publicUrl),
         isGatewayCookie,
         onError(err, req, res) {

@@ -3,6 +3,7 @@
  * reverse proxy sanitizes inbound security-relevant headers before setting its own.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { TrustHop } from './trust.js';
 
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip'];
 const CONNECTION_TOKENS_KEPT = new Set(['keep-alive', 'close', 'upgrade']);
@@ -25,7 +26,8 @@ export function stripCookies(header: string | undefined, isOurs: (name: string) 
 export interface ForwardingInput {
   headers: IncomingHttpHeaders;
   remoteAddress: string | undefined;
-  trustProxy: boolean;
+  /** server.trustProxy, compiled: is the socket peer a proxy of ours? */
+  trust: TrustHop;
   /** The origin the browser talks to (publicUrl). */
   publicProtocol: string;
   publicHost: string;
@@ -35,7 +37,8 @@ export interface ForwardingInput {
 export function forwardingHeaders(input: ForwardingInput): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
   const peer = input.remoteAddress ?? '';
-  if (!input.trustProxy) {
+  // Only a trusted peer's forwarding headers are kept; anyone else's are the browser's own words.
+  if (!input.trust(peer, 0)) {
     for (const name of FORWARDING) if (input.headers[name] !== undefined) out[name] = undefined;
     out['x-forwarded-for'] = peer;
     out['x-forwarded-proto'] = input.publicProtocol;

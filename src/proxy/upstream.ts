@@ -17,10 +17,11 @@ import type { CompiledRoute } from './routes.js';
 import { connectionNominated, filterSetCookie, forwardingHeaders, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
+import type { TrustHop } from './trust.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
-  trustProxy: boolean;
+  trust: TrustHop;
   publicUrl: URL;
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
@@ -116,7 +117,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     const forwarded = forwardingHeaders({
       headers,
       remoteAddress: req.socket.remoteAddress,
-      trustProxy: options.trustProxy,
+      trust: options.trust,
       publicProtocol,
       publicHost,
     });

@@ -1,3 +1,4 @@
+import { compileTrust } from '../../../src/proxy/trust.js';
 import { connectionNominated, filterSetCookie, forwardingHeaders, stripCookies } from '../../../src/proxy/headers.js';
 
 const ours = (name: string) => name === 'bff' || name.startsWith('bff-login.');
@@ -14,7 +15,7 @@ describe('proxied request headers', () => {
     const out = forwardingHeaders({
       headers: { 'x-forwarded-for': '6.6.6.6', forwarded: 'for=6.6.6.6', 'x-real-ip': '6.6.6.6' },
       remoteAddress: '10.0.0.5',
-      trustProxy: false,
+      trust: compileTrust(false),
       publicProtocol: 'https',
       publicHost: 'app.example.com',
     });
@@ -31,7 +32,7 @@ describe('proxied request headers', () => {
     const out = forwardingHeaders({
       headers: { 'x-forwarded-for': '1.2.3.4', 'x-forwarded-proto': 'https' },
       remoteAddress: '10.0.0.1',
-      trustProxy: true,
+      trust: compileTrust(true),
       publicProtocol: 'https',
       publicHost: 'app.example.com',
     });
