@@ -87,7 +87,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? pick(current.tokens) : undefined;
       if (token && !force && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
-      current = await refresher.refresh(session.digest, current, refreshFor(resource, auth.sub));
+      current = await refresher.refresh(session.digest, current, refreshFor(resource, auth.sub), { handle: auth.handle });
       force = false;
     }
     const token = current.tokens ? pick(current.tokens) : undefined;

@@ -10,8 +10,10 @@
  *     still the one the caller saw; otherwise it returns the newer set (someone else refreshed).
  *  3. The new set is written by compare-and-set on the version, so an older set can never
  *     overwrite a newer one; a rotated refresh token replaces the old one in that same write.
- *  4. invalid_grant ends the session (login_required); any other failure keeps it
- *     (token_refresh_failed), so a later request can try again.
+ *  4. A refresh the provider refused for good (login_required: invalid_grant, any other 400,
+ *     a changed subject) ends the session; any other failure keeps it (token_refresh_failed),
+ *     so a later request can try again. Which answers are which is the injected function's
+ *     business (src/oidc/errors.ts).
  *
  * The provider call is injected (`refresh`), so this module knows nothing about OIDC.
  */
@@ -26,6 +28,18 @@ import type { TokenSet, VersionedTokens } from './tokens.js';
 
 export type RefreshFn = (current: TokenSet) => Promise<TokenSet>;
 
+export type RefreshOutcome = 'success' | 'invalid_grant' | 'failure' | 'shared';
+
+/** Who is refreshing, for the log line: the session's public handle (never the digest or cookie). */
+export interface RefreshContext {
+  handle?: string;
+}
+
+export interface RefreshReport extends RefreshContext {
+  /** Why a refresh failed (`invalid_grant` or `failure`): a GatewayError whose cause is the provider's answer. */
+  error?: unknown;
+}
+
 export interface RefreshCoordinatorOptions {
   redis: RedisClient;
   keys: Keys;
@@ -38,7 +52,8 @@ export interface RefreshCoordinatorOptions {
   /** How long a waiter polls for another process's result before giving up. */
   maxWaitMs?: number;
   pollIntervalMs?: number;
-  onRefresh?: (outcome: 'success' | 'invalid_grant' | 'failure' | 'shared') => void;
+  /** Called once per coordinated refresh (not per waiting request); never given a token. */
+  onRefresh?: (outcome: RefreshOutcome, report: RefreshReport) => void;
 }
 
 export interface RefreshCoordinator {
@@ -47,7 +62,7 @@ export interface RefreshCoordinator {
    * login_required / token_refresh_failed / session_store_unavailable. A caller that needs
    * something the returned set lacks (e.g. a fresh per-resource token) calls again with it.
    */
-  refresh(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens>;
+  refresh(digest: string, seen: VersionedTokens, refresh: RefreshFn, context?: RefreshContext): Promise<VersionedTokens>;
 }
 
 export function createRefreshCoordinator(options: RefreshCoordinatorOptions): RefreshCoordinator {
@@ -70,11 +85,11 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
     return latest;
   }
 
-  async function asHolder(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens> {
+  async function asHolder(digest: string, seen: VersionedTokens, refresh: RefreshFn, context: RefreshContext): Promise<VersionedTokens> {
     const latest = await readLatest(digest);
     const newer = newerThan(latest, seen);
     if (newer) {
-      options.onRefresh?.('shared');
+      options.onRefresh?.('shared', context);
       return newer;
     }
     const current = latest?.tokens;
@@ -85,10 +100,10 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
       next = await refresh(current);
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'login_required') {
-        options.onRefresh?.('invalid_grant');
+        options.onRefresh?.('invalid_grant', { ...context, error: err });
         await endSession(digest);
       } else {
-        options.onRefresh?.('failure');
+        options.onRefresh?.('failure', { ...context, error: err });
       }
       throw err;
     }
@@ -101,17 +116,17 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
       const winner = newerThan(await readLatest(digest), seen);
       if (winner) return winner;
     }
-    options.onRefresh?.('success');
+    options.onRefresh?.('success', context);
     return { version, tokens: next };
   }
 
-  async function coordinate(digest: string, seen: VersionedTokens, refresh: RefreshFn): Promise<VersionedTokens> {
+  async function coordinate(digest: string, seen: VersionedTokens, refresh: RefreshFn, context: RefreshContext): Promise<VersionedTokens> {
     const deadline = Date.now() + maxWaitMs;
     for (;;) {
       const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
       if (lock) {
         try {
-          return await asHolder(digest, seen, refresh);
+          return await asHolder(digest, seen, refresh, context);
         } finally {
           await lock.release();
         }
@@ -119,7 +134,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
       await sleep(pollIntervalMs);
       const newer = newerThan(await readLatest(digest), seen);
       if (newer) {
-        options.onRefresh?.('shared');
+        options.onRefresh?.('shared', context);
         return newer;
       }
       if (Date.now() > deadline) {
@@ -129,11 +144,11 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
   }
 
   return {
-    refresh(digest, seen, refresh) {
+    refresh(digest, seen, refresh, context = {}) {
       const key = `${digest}:${seen.version}`;
       const pending = inFlight.get(key);
       if (pending) return pending;
-      const promise = coordinate(digest, seen, refresh)
+      const promise = coordinate(digest, seen, refresh, context)
         .catch((err: unknown) => {
           throw err instanceof GatewayError ? err : storeUnavailable(err);
         })
