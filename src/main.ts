@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from './app.js';
 import { ConfigError, loadConfigFile, type Config } from './config/load.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
-import { createMetricsHandler } from './http/metrics-route.js';
+import { createMetricsApp } from './http/metrics-server.js';
 
 export interface CliArgs {
   config?: string;
@@ -35,6 +35,8 @@ const USAGE = 'usage: bff-gateway [--config FILE] [--check]\n  FILE defaults to 
 
 export interface RunningGateway {
   url: string;
+  /** Where /metrics is served when server.metricsPort is set. */
+  metricsUrl?: string;
   runtime: Runtime;
   server: http.Server;
   /** Stops accepting, lets in-flight requests finish (bounded), closes everything. */
@@ -56,18 +58,20 @@ export async function startGateway(config: Config, runtime: Runtime): Promise<Ru
     server.listen(config.server.port, config.server.host, () => resolve());
   });
   const metricsServer =
-    config.server.metricsPort === undefined
-      ? undefined
-      : http.createServer((req, res) => {
-          if (req.url === '/metrics') void createMetricsHandler(runtime.metrics)(req as never, res as never, () => undefined);
-          else res.writeHead(404).end();
-        });
-  if (metricsServer) await new Promise<void>((resolve) => metricsServer.listen(config.server.metricsPort, config.server.host, resolve));
+    config.server.metricsPort === undefined ? undefined : http.createServer(createMetricsApp(runtime.metrics, runtime.logger));
+  if (metricsServer) {
+    await new Promise<void>((resolve, reject) => {
+      metricsServer.once('error', reject);
+      metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
+    });
+  }
 
   const { port } = server.address() as AddressInfo;
+  const metricsAddress = metricsServer?.address() as AddressInfo | undefined;
   let shuttingDown: Promise<void> | undefined;
   return {
     url: `http://127.0.0.1:${port}`,
+    ...(metricsAddress ? { metricsUrl: `http://127.0.0.1:${metricsAddress.port}` } : {}),
     runtime,
     server,
     shutdown() {
@@ -104,6 +108,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stderr.write(`bff-gateway: invalid configuration in ${file}\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
     return 1;
   }
+  for (const warning of config.derived.warnings) process.stderr.write(`bff-gateway: warning: ${warning}\n`);
   if (args.check) {
     process.stdout.write(`bff-gateway: configuration ${file} is valid\n`);
     return 0;
@@ -129,6 +134,11 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     return 1;
   }
 
+  // A promise that rejects with no handler is a bug, but ending the process for it would sign
+  // nobody out and still drop every request in flight: log it loudly and keep serving.
+  process.on('unhandledRejection', (reason) => {
+    runtime.logger.error({ event: 'unhandled_rejection', err: reason }, 'a promise rejected with no handler (a bug): the process keeps serving');
+  });
   const gateway = await startGateway(config, runtime);
   runtime.logger.info({ event: 'listening', url: config.server.publicUrl, port: config.server.port }, `gateway listening on ${config.server.publicUrl}`);
   if (banner.length > 0) process.stdout.write(`\nbff-gateway demo is running:\n${banner.map((l) => `  ${l}\n`).join('')}\nOpen ${config.server.publicUrl} and sign in as alice / alice-password.\n\n`);

@@ -7,6 +7,7 @@ import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ProviderHandle } from '../oidc/client.js';
+import { describeProviderError } from '../oidc/errors.js';
 import { verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
@@ -98,7 +99,10 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
     );
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it.
-    void Promise.all(ended.map((s) => revokeEnded(s.digest, s.stored))).catch(() => undefined);
+    Promise.all(ended.map((s) => revokeEnded(s.digest, s.stored))).catch((err: unknown) =>
+      // A label only: a provider error object may carry the request it failed on.
+      logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'revoking the tokens of back-channel-ended sessions failed'),
+    );
     res.status(200).end();
   }
 

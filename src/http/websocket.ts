@@ -64,7 +64,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
       }
     }
   }
-  const timer = setInterval(() => void sweep(), deps.sweepIntervalMs ?? 2000);
+  const timer = setInterval(() => {
+    sweep().catch((err: unknown) => logger.warn({ event: 'websocket_sweep_failed', err }, 're-checking open WebSockets failed'));
+  }, deps.sweepIntervalMs ?? 2000);
   timer.unref();
 
   function track(sessionDigest: string, socket: Socket, route: string): void {

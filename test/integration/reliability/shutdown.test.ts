@@ -4,53 +4,22 @@
  * server.shutdownTimeoutSeconds), then exits 0; `--check` validates a config and exits, with one
  * line per problem and no secret value ever printed.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
-import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { stringify as toYaml } from 'yaml';
+import { ensureBuilt, killAllCli, request, runCli, startCliGateway, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { gatewayClient } from '../../support/gateway.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
-const ROOT = process.cwd();
-const CLI = path.join(ROOT, 'dist', 'cli.js');
-const STARTUP_BOUND_MS = 15_000;
 const csrf = { 'x-csrf': '1' };
 
 let tmp: string;
 let provider: TestProvider;
 let upstream: Upstream;
-const children = new Set<ChildProcess>();
-
-function newestMtime(dir: string, ext: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full, ext));
-    else if (entry.name.endsWith(ext)) newest = Math.max(newest, statSync(full).mtimeMs);
-  }
-  return newest;
-}
-
-/** Builds dist/ when it is missing or older than any source file. */
-function ensureBuilt(): void {
-  const stale = !existsSync(CLI) || newestMtime(path.join(ROOT, 'src'), '.ts') > statSync(CLI).mtimeMs;
-  if (!stale) return;
-  const started = Date.now();
-  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    timeout: 180_000,
-  });
-  console.log(`dist/ was stale: tsc -p tsconfig.build.json exited ${tsc.status} in ${Date.now() - started} ms`);
-  // tsc emits even with type errors; only a missing CLI is fatal here.
-  if (!existsSync(CLI)) throw new Error(`build failed: ${tsc.stdout}${tsc.stderr}`);
-}
 
 beforeAll(async () => {
   ensureBuilt();
@@ -60,51 +29,13 @@ beforeAll(async () => {
 }, 200_000);
 
 afterAll(async () => {
-  for (const child of children) child.kill('SIGKILL');
+  killAllCli();
   await provider?.close();
   await upstream?.close();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-interface Spawned {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
-}
-
-function runCli(args: string[], env: Record<string, string> = {}): Spawned {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
-  delete childEnv.PORT;
-  delete childEnv.BFF_CONFIG;
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  let out = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
-  child.stderr?.on('data', (c: Buffer) => (out += c.toString('utf8')));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => {
-    child.once('exit', (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal, at: performance.now() });
-    });
-  });
-  return { child, output: () => out, exited };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-function writeConfig(name: string, doc: unknown): string {
-  const file = path.join(tmp, name);
-  writeFileSync(file, typeof doc === 'string' ? doc : toYaml(doc));
-  return file;
-}
+const writeConfig = (name: string, doc: unknown) => writeConfigFile(tmp, name, doc);
 
 function gatewayConfig(port: number, shutdownTimeoutSeconds: number) {
   return {
@@ -115,28 +46,6 @@ function gatewayConfig(port: number, shutdownTimeoutSeconds: number) {
     routes: [{ path: '/slow', target: upstream.url, auth: 'none' }],
     log: { level: 'info' },
   };
-}
-
-interface Answer {
-  status: number;
-  body: string;
-  at: number;
-}
-
-/** One request on a fresh connection (no keep-alive agent), so a refused connection is visible. */
-function request(port: number, pathname: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: performance.now() }));
-      res.on('error', reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 /** Resolves with the connect error code (ECONNREFUSED expected) or 'connected'. */
@@ -157,19 +66,7 @@ function tryConnect(port: number): Promise<string> {
 
 async function startGatewayProcess(shutdownTimeoutSeconds: number): Promise<{ proc: Spawned; port: number }> {
   const port = await findFreePort();
-  const file = writeConfig(`gateway-${port}.yaml`, gatewayConfig(port, shutdownTimeoutSeconds));
-  const proc = runCli(['--config', file]);
-  const started = performance.now();
-  let exited = false;
-  void proc.exited.then(() => (exited = true));
-  for (;;) {
-    if (exited) throw new Error(`the gateway exited during startup:\n${proc.output()}`);
-    const ready = await request(port, '/readyz').catch(() => undefined);
-    if (ready?.status === 200) break;
-    if (performance.now() - started > STARTUP_BOUND_MS) throw new Error(`not ready within ${STARTUP_BOUND_MS} ms:\n${proc.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
+  const proc = await startCliGateway(writeConfig(`gateway-${port}.yaml`, gatewayConfig(port, shutdownTimeoutSeconds)), port);
   return { proc, port };
 }
 

@@ -1,0 +1,128 @@
+/**
+ * The real CLI (`node dist/cli.js --config FILE`) as a child process: gateways started exactly
+ * the way main.ts starts them (server options, CONNECT handler, metrics port, process handlers).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { stringify as toYaml } from 'yaml';
+
+const ROOT = process.cwd();
+export const CLI = path.join(ROOT, 'dist', 'cli.js');
+const STARTUP_BOUND_MS = 15_000;
+
+function newestMtime(dir: string, ext: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full, ext));
+    else if (entry.name.endsWith(ext)) newest = Math.max(newest, statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+/** Builds dist/ when it is missing or older than any source file. */
+export function ensureBuilt(): void {
+  const stale = !existsSync(CLI) || newestMtime(path.join(ROOT, 'src'), '.ts') > statSync(CLI).mtimeMs;
+  if (!stale) return;
+  const started = Date.now();
+  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 180_000,
+  });
+  console.log(`dist/ was stale: tsc -p tsconfig.build.json exited ${tsc.status} in ${Date.now() - started} ms`);
+  // tsc emits even with type errors; only a missing CLI is fatal here.
+  if (!existsSync(CLI)) throw new Error(`build failed: ${tsc.stdout}${tsc.stderr}`);
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  /** True once the process has exited. */
+  hasExited: () => boolean;
+}
+
+const children = new Set<ChildProcess>();
+
+/** Runs the CLI with the test's environment minus PORT and BFF_CONFIG, plus `env`. */
+export function runCli(args: string[], env: Record<string, string> = {}): Spawned {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  delete childEnv.PORT;
+  delete childEnv.BFF_CONFIG;
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  let done = false;
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => {
+    child.once('exit', (code, signal) => {
+      done = true;
+      children.delete(child);
+      resolve({ code, signal, at: performance.now() });
+    });
+  });
+  return { child, output: () => out, exited, hasExited: () => done };
+}
+
+/** Kills every CLI process a test started and has not seen exit (afterAll). */
+export function killAllCli(): void {
+  for (const child of children) child.kill('SIGKILL');
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export function writeConfigFile(dir: string, name: string, doc: unknown): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, typeof doc === 'string' ? doc : toYaml(doc));
+  return file;
+}
+
+export interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+/** One request on a fresh connection (no keep-alive agent), so a refused connection is visible. */
+export function request(port: number, pathname: string, headers: Record<string, string> = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: pathname, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, at: performance.now() }));
+      res.on('error', reject);
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Starts the CLI on `configFile` and waits (bounded) until `/readyz` on `port` answers 200. */
+export async function startCliGateway(configFile: string, port: number): Promise<Spawned> {
+  const proc = runCli(['--config', configFile]);
+  const started = performance.now();
+  for (;;) {
+    if (proc.hasExited()) throw new Error(`the gateway exited during startup:\n${proc.output()}`);
+    const ready = await request(port, '/readyz').catch(() => undefined);
+    if (ready?.status === 200) break;
+    if (performance.now() - started > STARTUP_BOUND_MS) throw new Error(`not ready within ${STARTUP_BOUND_MS} ms:\n${proc.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
+  return proc;
+}
