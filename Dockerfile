@@ -1,7 +1,8 @@
-# syntax=docker/dockerfile:1
-#
-# bff-gateway container image.
+# bff-gateway container image. Needs BuildKit (the default builder since Docker 23) for the
+# RUN --mount lines; no `# syntax=` line, so nothing is pulled besides the Node base image.
 #   docker build -t bff-gateway .
+#   Behind a registry mirror or a TLS-intercepting proxy, hand npm its settings as a build
+#   secret (never a layer):  docker build --secret id=npmrc,src=$HOME/.npmrc -t bff-gateway .
 #   docker run --env-file .env -e BFF_CONFIG=/app/config/example.production.yaml -p 3000:3000 bff-gateway
 # Without BFF_CONFIG the image starts config/default.yaml: the embedded demo (see docker-compose.yml).
 
@@ -14,7 +15,8 @@ COPY package.json package-lock.json ./
 # Scripts are skipped: `prepare` would compile before the sources are copied, and the `node`
 # devDependency's install script would download a second Node that this image already has.
 # Installing from the lockfile alone keeps this layer cached until dependencies change.
-RUN npm ci --ignore-scripts --no-audit --no-fund
+RUN --mount=type=cache,target=/root/.npm --mount=type=secret,id=npmrc,target=/root/.npmrc \
+    npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
@@ -25,7 +27,8 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
 # oidc-provider and jose are regular dependencies: the demo config starts the dev provider.
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+RUN --mount=type=cache,target=/root/.npm --mount=type=secret,id=npmrc,target=/root/.npmrc \
+    npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 COPY --from=build /app/dist ./dist
 COPY config ./config
 COPY public ./public
