@@ -11,6 +11,7 @@ import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
 import { clientCredentials } from './oidc/flows.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { describeProviderError } from './oidc/errors.js';
+import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
@@ -99,7 +100,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     endSession: async (d) => {
       await registry.end(d);
     },
-    onRefresh: (outcome) => metrics.refreshes.inc({ outcome }),
+    onRefresh: (outcome, report) => {
+      metrics.refreshes.inc({ outcome });
+      logRefresh(logger, outcome, report);
+    },
   });
   const provider = createProviderHandle(config.oidc, {
     ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),
@@ -141,7 +145,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
           provider.get(),
           { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
           clock,
-        ),
+        ).catch((err: unknown) => {
+          logClientCredentialsFailure(logger, err);
+          throw err;
+        }),
       onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
     }),
     clock,

@@ -1,17 +1,68 @@
 /**
  * The only file that knows openid-client's and jose's error classes. Failures are classified by
- * typed fields (`ResponseBodyError.error`, status), never by message text, and the provider's
- * own words never reach the browser: they stay in `cause`, for the log.
+ * typed fields (`ResponseBodyError.error`/`.status`, the HTTP status of a non-conforming
+ * answer), never by message text, and the provider's own words never reach the browser: they
+ * stay in `cause`, for the log.
  */
-import { AuthorizationResponseError, ResponseBodyError } from 'openid-client';
+import { AuthorizationResponseError, ClientError, ResponseBodyError, WWWAuthenticateChallengeError } from 'openid-client';
 import { GatewayError } from '../errors.js';
 
-/** A refresh or client-credentials call failed. */
-export function fromGrantError(err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof ResponseBodyError && err.error === 'invalid_grant') {
-    return new GatewayError('login_required', { cause: err });
+/**
+ * What a failed token-endpoint call (refresh or client credentials) says:
+ * - `grant_ended`: `invalid_grant`, or any other 400 (RFC 6749 §5.2), even without a JSON
+ *   body: the refresh token will not work again, so retrying only hammers the provider.
+ * - `client_rejected`: `invalid_client` (any status) or a bare 401: the gateway's own
+ *   credentials are refused. Not the user's fault: the session is kept, operators must act.
+ * - `request_refused`: `invalid_target` / `invalid_scope` (RFC 8707 §2, RFC 6749 §5.2): the
+ *   gateway asked for a resource or scope the grant does not cover (a route's configuration);
+ *   the grant itself still works, so the session is kept and operators must act.
+ * - `transient`: 5xx, 429, `temporarily_unavailable`, timeouts, network errors, unreadable
+ *   200s: try again later with the same refresh token.
+ */
+export type GrantFailure = 'grant_ended' | 'client_rejected' | 'request_refused' | 'transient';
+
+interface ProviderAnswer {
+  status?: number;
+  error?: string;
+}
+
+/** The HTTP status and OAuth error code of the provider's answer, when there was one. */
+function providerAnswer(err: unknown): ProviderAnswer {
+  if (err instanceof GatewayError) return providerAnswer(err.cause);
+  if (err instanceof ResponseBodyError) return { status: err.status, error: err.error };
+  if (err instanceof WWWAuthenticateChallengeError) {
+    // RFC 6750 §3 / RFC 6749 §5.2: the code may be in the challenge's `error` parameter.
+    const error = err.cause.map((c) => c.parameters.error).find((e) => typeof e === 'string');
+    return { status: err.status, ...(error ? { error } : {}) };
   }
+  // An answer that is not an OAuth error body: openid-client throws a ClientError whose cause
+  // is the Response itself, with code OAUTH_RESPONSE_IS_NOT_JSON for a 4xx that is not
+  // application/json (an empty body included) and OAUTH_RESPONSE_IS_NOT_CONFORM otherwise
+  // (JSON without `error`, and every 5xx: oauth4webapi reads error bodies of 4xx only).
+  if (err instanceof ClientError && err.cause instanceof Response) return { status: err.cause.status };
+  return {};
+}
+
+export function classifyGrantFailure(err: unknown): GrantFailure {
+  const { status, error } = providerAnswer(err);
+  if (error === 'invalid_client' || (status === 401 && error === undefined)) return 'client_rejected';
+  if (error === 'invalid_grant') return 'grant_ended';
+  if (error === 'temporarily_unavailable') return 'transient';
+  if (error === 'invalid_target' || error === 'invalid_scope') return 'request_refused';
+  if (status === 400) return 'grant_ended';
+  return 'transient';
+}
+
+/** A refresh failed: a grant that ended ends the session (login_required), anything else keeps it. */
+export function fromRefreshError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const failure = classifyGrantFailure(err);
+  return new GatewayError(failure === 'grant_ended' ? 'login_required' : 'token_refresh_failed', { cause: err });
+}
+
+/** A client-credentials grant failed: there is no session to end, whatever the provider said. */
+export function fromClientCredentialsError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
   return new GatewayError('token_refresh_failed', { cause: err });
 }
 
@@ -36,10 +87,19 @@ function isTimeout(err: unknown): boolean {
   return err instanceof Error && (err as { code?: string }).code === 'OAUTH_TIMEOUT';
 }
 
-/** A short, secret-free label for logs: the OAuth error code or the error class. */
+/**
+ * A short, secret-free label for logs: the OAuth error code or the error class, with the HTTP
+ * status when the provider answered. A GatewayError is described by its cause, or by its
+ * fixed description when it has none (e.g. refused provider metadata).
+ */
 export function describeProviderError(err: unknown): string {
+  if (err instanceof GatewayError) return err.cause !== undefined ? describeProviderError(err.cause) : err.description;
   if (err instanceof ResponseBodyError) return `${err.error} (HTTP ${err.status})`;
   if (err instanceof AuthorizationResponseError) return err.error;
-  if (err instanceof Error) return (err as { code?: string }).code ?? err.name;
+  const { status } = providerAnswer(err);
+  if (err instanceof Error) {
+    const label = (err as { code?: string }).code ?? err.name;
+    return status !== undefined ? `${label} (HTTP ${status})` : label;
+  }
   return 'unknown error';
 }

@@ -5,7 +5,7 @@
 import * as oidc from 'openid-client';
 import type { OidcConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
-import { fromCallbackError, fromGrantError } from './errors.js';
+import { fromCallbackError, fromClientCredentialsError, fromRefreshError } from './errors.js';
 import { verifyIdToken } from './id-token.js';
 import type { ProviderState } from './client.js';
 
@@ -109,19 +109,17 @@ export async function completeAuthorization(
   }
 }
 
-const IDENTITY_SCOPES = new Set(['openid', 'profile', 'email', 'address', 'phone']);
-
 /**
- * The scopes the session holds. The token response's `scope` is authoritative for API scopes;
- * with a resource indicator some providers (oidc-provider) list only the resource's scopes
- * there, so the identity scopes that were requested (and evidenced by the ID token) and
- * offline_access (evidenced by a refresh token) are added back.
+ * The scopes the session holds, which route scopes are checked against (SPEC §4): the token
+ * response's `scope`, and only when it is absent the scopes requested (RFC 6749 §5.1: the
+ * provider MUST list the scope when it differs from the request). `openid` is added back: the
+ * verified ID token proves it. Nothing else is inferred: a provider that drops `email` (the
+ * user unticked it) or, like oidc-provider with a resource indicator, lists only the access
+ * token's resource scopes, is taken at its word.
  */
 export function grantedScopes(requested: readonly string[], tokens: GrantedTokens): string[] {
   const scopes = new Set((tokens.scope ?? requested.join(' ')).split(' ').filter(Boolean));
-  for (const scope of requested) {
-    if (IDENTITY_SCOPES.has(scope) || (scope === 'offline_access' && tokens.refreshToken)) scopes.add(scope);
-  }
+  scopes.add('openid');
   return [...scopes];
 }
 
@@ -143,7 +141,7 @@ export async function refreshTokens(
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
     return granted(response, clock, current);
   } catch (err) {
-    throw fromGrantError(err);
+    throw fromRefreshError(err);
   }
 }
 
@@ -155,7 +153,7 @@ export async function clientCredentials(
   try {
     return granted(await oidc.clientCredentialsGrant(provider.configuration, params), clock);
   } catch (err) {
-    throw fromGrantError(err);
+    throw fromClientCredentialsError(err);
   }
 }
 
