@@ -89,6 +89,11 @@ export interface DevIdpOptions {
   logger?: (line: string) => void;
   /** Allowed clock skew in seconds for incoming JWTs (client assertions, DPoP); default 5. */
   clockTolerance?: number;
+  /**
+   * Scopes the user declines on the consent page (as if unticked): recorded as rejected on the
+   * grant, so they are neither granted nor asked for again. Default: none.
+   */
+  declinedScopes?: string[];
 }
 
 export interface DevIdpCounters {
@@ -1025,14 +1030,23 @@ async function saveConsent(env: Env, details: Interaction, accountId: string): P
   const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
   const grant = existing ?? new provider.Grant({ accountId, clientId: String(details.params.client_id) });
   const missing = details.prompt.details;
-  const oidcScope = stringArray(missing.missingOIDCScope);
+  const declined = new Set(env.options.declinedScopes);
+  const [oidcScope, oidcDeclined] = partition(stringArray(missing.missingOIDCScope), declined);
   if (oidcScope.length) grant.addOIDCScope(oidcScope.join(' '));
+  if (oidcDeclined.length) grant.rejectOIDCScope(oidcDeclined.join(' '));
   const claims = stringArray(missing.missingOIDCClaims);
   if (claims.length) grant.addOIDCClaims(claims);
-  for (const [indicator, scopes] of Object.entries(stringArrayRecord(missing.missingResourceScopes))) {
+  for (const [indicator, requested] of Object.entries(stringArrayRecord(missing.missingResourceScopes))) {
+    const [scopes, rejected] = partition(requested, declined);
     if (scopes.length) grant.addResourceScope(indicator, scopes.join(' '));
+    if (rejected.length) grant.rejectResourceScope(indicator, rejected.join(' '));
   }
   return grant.save();
+}
+
+/** [kept, declined] */
+function partition(scopes: string[], declined: ReadonlySet<string>): [string[], string[]] {
+  return [scopes.filter((s) => !declined.has(s)), scopes.filter((s) => declined.has(s))];
 }
 
 async function abortInteraction(env: Env, req: IncomingMessage, res: ServerResponse, uid: string): Promise<void> {

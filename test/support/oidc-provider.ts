@@ -73,7 +73,14 @@ export interface TestProvider {
   revokeGrantsFor(accountId: string, clientId: string): Promise<number>;
 }
 
-export type TestProviderOptions = Partial<DevIdpOptions> & { clients: DevClient[] };
+export type TestProviderOptions = Partial<DevIdpOptions> & {
+  clients: DevClient[];
+  /**
+   * The issuer when something stands in front of the provider (test/support/provider-front.ts):
+   * the front's URL. Default: the provider's own http://127.0.0.1:PORT.
+   */
+  publicIssuer?: string;
+};
 
 function listen(server: http.Server, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -112,7 +119,7 @@ export async function startTestProvider(opts: TestProviderOptions): Promise<Test
   // The issuer names the port, so the port comes first.
   const requestedPort = opts.issuer ? Number(new URL(opts.issuer).port || 80) : 0;
   const port = await listen(server, requestedPort);
-  const issuer = `http://127.0.0.1:${port}`;
+  const issuer = opts.publicIssuer ?? `http://127.0.0.1:${port}`;
   const logger = opts.logger ?? defaultLogger();
   const idp = await createDevIdp({
     ...opts,

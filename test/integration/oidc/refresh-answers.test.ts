@@ -1,0 +1,198 @@
+/**
+ * SPEC §4 (silent refresh): what each token endpoint answer to a refresh does to the session,
+ * through the real path (browser → gateway → Redis → provider). The provider is the real
+ * oidc-provider behind a tampering front (test/support/provider-front.ts) that answers the
+ * refresh itself the way other providers fail: a 400 with no body ends the session (401
+ * login_required, record gone), 5xx keeps it (502, then success once the provider is back),
+ * invalid_client keeps it and is logged at error level. Each refresh leaves one log line with
+ * the session's public handle and no token.
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { isGrant, oauthError, startFrontedProvider, startProviderFront, type FrontAnswer, type ProviderFront } from '../../support/provider-front.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { digest } from '../../../src/redis/keys.js';
+
+const csrf = { 'x-csrf': '1' };
+const clock = createTestClock();
+let front: ProviderFront;
+let provider: TestProvider;
+let upstream: Upstream;
+let gw: TestGateway;
+
+interface LogLine {
+  level: number;
+  event?: string;
+  outcome?: string;
+  session?: string;
+  failure?: string;
+  reason?: string;
+  msg?: string;
+}
+
+beforeAll(async () => {
+  front = await startProviderFront();
+  upstream = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startFrontedProvider(front, {
+    clients: [gatewayClient(reserved.url, { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] })],
+  });
+  const config = buildTestConfig({
+    issuer: front.url,
+    publicUrl: reserved.url,
+    routes: [
+      { path: '/api', target: upstream.url, auth: 'user' },
+      { path: '/service', target: upstream.url, auth: 'client' },
+    ],
+  });
+  gw = await startTestGateway(config, reserved, { clock });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await provider?.close();
+  await front?.close();
+  await upstream?.close();
+});
+
+beforeEach(() => {
+  front.intercept(undefined);
+  upstream.reset();
+});
+
+interface SignedIn {
+  client: BrowserClient;
+  cookie: string;
+  digest: string;
+  handle: string;
+}
+
+async function signedIn(): Promise<SignedIn> {
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  const cookie = client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;
+  const sessions = (await client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json<Array<{ id: string; current: boolean }>>();
+  const handle = sessions.find((s) => s.current)?.id as string;
+  return { client, cookie, digest: digest(sessionIdFromCookie(cookie)), handle };
+}
+
+/** The provider answers every refresh with `answer` (sign-ins and the rest go through). */
+function refreshAnswers(answer: FrontAnswer): void {
+  front.intercept((req) => (isGrant(req, 'refresh_token') ? answer : undefined));
+}
+
+const refreshesSeen = () => front.requests.filter((r) => isGrant(r, 'refresh_token')).length;
+const logLines = (): LogLine[] => gw.logs.map((l) => JSON.parse(l) as LogLine);
+const refreshLines = (handle: string) => logLines().filter((l) => l.event === 'token_refresh' && l.session === handle);
+const userStatus = async (s: SignedIn) => (await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).status;
+
+/** Makes the session's access token due for a refresh on the next call. */
+const expireAccessToken = () => clock.advance(120);
+
+describe('a refresh the provider refuses for good ends the session', () => {
+  it.each<[string, FrontAnswer]>([
+    ['400 with no body at all', { status: 400 }],
+    ['400 with an HTML page', { status: 400, headers: { 'content-type': 'text/html' }, body: '<html><body>Bad Request</body></html>' }],
+    ['400 with JSON that is not an OAuth error', { status: 400, headers: { 'content-type': 'application/json' }, body: '{"message":"refresh token expired"}' }],
+    ['400 invalid_grant', oauthError(400, 'invalid_grant', 'grant request is invalid')],
+  ])('%s: 401 login_required, /auth/user 401, the session record is gone', async (_name, answer) => {
+    const s = await signedIn();
+    refreshAnswers(answer);
+    expireAccessToken();
+    const before = refreshesSeen();
+
+    expectErrorBody(await s.client.get(`${gw.url}/api/echo`, { headers: csrf }), 'login_required', 401);
+    expect(upstream.requests).toHaveLength(0);
+    expect(refreshesSeen() - before).toBe(1);
+    expect(await userStatus(s)).toBe(401);
+    expect(await gw.runtime.records.peek(s.digest)).toBeUndefined();
+    // Ended, not retried: the next call asks the provider nothing.
+    expectErrorBody(await s.client.get(`${gw.url}/api/echo`, { headers: csrf }), 'login_required', 401);
+    expect(refreshesSeen() - before).toBe(1);
+    expect(refreshLines(s.handle).map((l) => [l.outcome, l.failure])).toEqual([['invalid_grant', 'grant_ended']]);
+  });
+});
+
+describe('a refresh that fails for now keeps the session', () => {
+  it.each<[string, FrontAnswer]>([
+    ['503 with no body', { status: 503 }],
+    ['500 with an HTML page', { status: 500, headers: { 'content-type': 'text/html' }, body: '<h1>Internal Server Error</h1>' }],
+    ['503 temporarily_unavailable', oauthError(503, 'temporarily_unavailable')],
+  ])('%s: 502 token_refresh_failed, still signed in, and the next call refreshes once the provider recovers', async (_name, answer) => {
+    const s = await signedIn();
+    const before = await tokensOfSession(gw, s.cookie);
+    refreshAnswers(answer);
+    expireAccessToken();
+
+    expectErrorBody(await s.client.get(`${gw.url}/api/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    expect(upstream.requests).toHaveLength(0);
+    expect(await userStatus(s)).toBe(200);
+    expect(await tokensOfSession(gw, s.cookie)).toEqual(before);
+
+    front.intercept(undefined);
+    expect((await s.client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+    expect((await tokensOfSession(gw, s.cookie))?.accessToken).not.toBe(before?.accessToken);
+    const lines = refreshLines(s.handle);
+    expect(lines.map((l) => [l.outcome, l.level])).toEqual([
+      ['failure', 40],
+      ['success', 30],
+    ]);
+  });
+
+  it('invalid_client: 502, the session is kept, and an error-level line says the gateway itself was refused', async () => {
+    const s = await signedIn();
+    refreshAnswers(oauthError(401, 'invalid_client', 'client authentication failed'));
+    expireAccessToken();
+
+    expectErrorBody(await s.client.get(`${gw.url}/api/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    expect(await userStatus(s)).toBe(200);
+    const [line] = refreshLines(s.handle);
+    expect(line).toMatchObject({ level: 50, outcome: 'failure', failure: 'client_rejected', reason: 'invalid_client (HTTP 401)' });
+
+    front.intercept(undefined);
+    expect((await s.client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+  });
+});
+
+describe('the refresh log line', () => {
+  it('names the session by its public handle and the outcome, and carries no token', async () => {
+    const s = await signedIn();
+    const first = await tokensOfSession(gw, s.cookie);
+    expireAccessToken();
+    expect((await s.client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+    const second = await tokensOfSession(gw, s.cookie);
+    expect(second?.accessToken).not.toBe(first?.accessToken);
+
+    const [line, ...more] = refreshLines(s.handle);
+    expect(more).toEqual([]);
+    expect(line).toMatchObject({ level: 30, event: 'token_refresh', outcome: 'success', session: s.handle });
+    expect(s.handle).not.toBe(s.digest);
+    const all = gw.logs.join('\n');
+    expectNoSecretIn(
+      all,
+      {
+        'old access token': first?.accessToken,
+        'old refresh token': first?.refreshToken,
+        'ID token': first?.idToken,
+        'new access token': second?.accessToken,
+        'new refresh token': second?.refreshToken,
+        'session digest': s.digest,
+        'session id': sessionIdFromCookie(s.cookie),
+      },
+      'the gateway logs',
+    );
+  });
+});
+
+describe('client credentials', () => {
+  it('a 400 with no body is 502 token_refresh_failed (no session to end) and is logged', async () => {
+    front.intercept((req) => (isGrant(req, 'client_credentials') ? { status: 400 } : undefined));
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    expect(upstream.requests).toHaveLength(0);
+    const line = logLines().find((l) => l.event === 'client_credentials_failed');
+    expect(line).toMatchObject({ level: 50, failure: 'grant_ended', reason: 'OAUTH_RESPONSE_IS_NOT_JSON (HTTP 400)' });
+  });
+});
