@@ -5,10 +5,11 @@
  */
 import { createPrivateKey } from 'node:crypto';
 import * as oidc from 'openid-client';
-import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
 import type { OidcConfig } from '../config/schema.js';
 import { isLoopbackHost } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
+import { insecureEndpoints } from './metadata.js';
 
 export interface ProviderState {
   configuration: oidc.Configuration;
@@ -31,23 +32,83 @@ export interface ProviderHandleOptions {
   timeoutSeconds?: number;
   onDiscoveryError?: (err: unknown, attempt: number, retryInMs: number) => void;
   onReady?: (state: ProviderState) => void;
-  /** Minimum seconds between JWKS refetches on an unknown kid. */
-  jwksCooldownSeconds?: number;
+  /** Limits on JWKS refetches for unknown kids (defaults: see createJwks). */
+  jwksRefetch?: Partial<JwksRefetchLimits>;
   /** Discovery retry backoff: first delay and cap, in ms (default 500 → 30 000). */
   retry?: { initialMs: number; maxMs: number };
 }
 
+export interface JwksRefetchLimits {
+  /** A kid that was not in a freshly fetched set is not refetched for again within this. */
+  perKidSeconds: number;
+  /** Refetches for unknown kids, all kids together, are at least this far apart. */
+  minIntervalMs: number;
+}
+
+const DEFAULT_REFETCH: JwksRefetchLimits = { perKidSeconds: 60, minIntervalMs: 1000 };
+/** Bound on the per-kid memory, so a flood of forged kids cannot grow it without limit. */
+const MAX_REMEMBERED_KIDS = 1000;
+
 /**
- * The provider's keys, cached. A token naming an unknown `kid` makes jose refetch the set, at
- * most once per `cooldownSeconds`, so a provider key rotation never breaks sign-in and a flood
- * of forged kids cannot turn into a flood of fetches.
+ * The provider's keys, cached (jose refetches a set older than 10 minutes on its own). A token
+ * naming an unknown `kid` makes one refetch however recent the last fetch was (OIDC Core §10.1.1:
+ * the provider may rotate at any time), so a sign-in right after a rotation still succeeds;
+ * jose's own cooldown would refuse it for 30 s. Floods of forged kids stay bounded: a kid is
+ * refetched for at most once per `perKidSeconds`, and refetches are `minIntervalMs` apart.
+ * Callers arriving while a refetch is under way wait for it and look again, without a fetch of
+ * their own, so concurrent sign-ins after a rotation all succeed.
  */
-export function createJwks(uri: URL, options: { cooldownSeconds: number; timeoutSeconds: number }): JWTVerifyGetKey {
-  return createRemoteJWKSet(uri, {
-    cooldownDuration: options.cooldownSeconds * 1000,
+export function createJwks(
+  uri: URL,
+  options: { timeoutSeconds: number; refetch?: Partial<JwksRefetchLimits>; now?: () => number },
+): JWTVerifyGetKey {
+  const limits = { ...DEFAULT_REFETCH, ...options.refetch };
+  const now = options.now ?? Date.now;
+  const remote = createRemoteJWKSet(uri, {
+    // jose never refetches for an unknown kid by itself: the wrapper below decides.
+    cooldownDuration: Number.POSITIVE_INFINITY,
     cacheMaxAge: 10 * 60 * 1000,
     timeoutDuration: options.timeoutSeconds * 1000,
   });
+  const lastRefetchForKid = new Map<string, number>();
+  let lastRefetch = Number.NEGATIVE_INFINITY;
+  let pending: Promise<void> | undefined;
+
+  function mayRefetch(kid: string, at: number): boolean {
+    if (at - lastRefetch < limits.minIntervalMs) return false;
+    const previous = lastRefetchForKid.get(kid);
+    return previous === undefined || at - previous >= limits.perKidSeconds * 1000;
+  }
+
+  function remember(kid: string, at: number): void {
+    lastRefetchForKid.delete(kid);
+    lastRefetchForKid.set(kid, at);
+    // Map iteration is insertion order: the oldest entries go first.
+    for (const key of lastRefetchForKid.keys()) {
+      if (lastRefetchForKid.size <= MAX_REMEMBERED_KIDS) break;
+      lastRefetchForKid.delete(key);
+    }
+  }
+
+  return async (protectedHeader, token) => {
+    try {
+      return await remote(protectedHeader, token);
+    } catch (err) {
+      if (!(err instanceof joseErrors.JWKSNoMatchingKey)) throw err;
+      if (!pending) {
+        const at = now();
+        const kid = protectedHeader.kid ?? '';
+        if (!mayRefetch(kid, at)) throw err;
+        lastRefetch = at;
+        remember(kid, at);
+        pending = remote.reload().finally(() => {
+          pending = undefined;
+        });
+      }
+      await pending;
+      return remote(protectedHeader, token);
+    }
+  };
 }
 
 export function clientAuthentication(cfg: OidcConfig): oidc.ClientAuth {
@@ -82,6 +143,13 @@ export async function discover(cfg: OidcConfig, timeoutSeconds: number): Promise
     timeout: timeoutSeconds,
   });
   configuration.timeout = timeoutSeconds;
+  // Refused like a foreign issuer: discovery keeps retrying and /readyz stays 503.
+  const refused = insecureEndpoints(issuer, configuration.serverMetadata());
+  if (refused.length > 0) {
+    throw new GatewayError('provider_unavailable', {
+      description: `The provider metadata names endpoints that are not https: ${refused.join(', ')}.`,
+    });
+  }
   return configuration;
 }
 
@@ -105,7 +173,7 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
       if (closed) return;
       const metadata = configuration.serverMetadata();
       if (!metadata.jwks_uri) throw new Error('provider metadata has no jwks_uri');
-      const jwks = createJwks(new URL(metadata.jwks_uri), { cooldownSeconds: options.jwksCooldownSeconds ?? 10, timeoutSeconds });
+      const jwks = createJwks(new URL(metadata.jwks_uri), { timeoutSeconds, ...(options.jwksRefetch ? { refetch: options.jwksRefetch } : {}) });
       state = { configuration, metadata, jwks };
       options.onReady?.(state);
       resolveReady(state);

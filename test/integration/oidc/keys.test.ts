@@ -48,7 +48,7 @@ describe('ID token signatures', () => {
     const good = await newKey('k1');
     const foreign = await newKey('k1'); // same kid, different key
     published = [good.jwk];
-    const jwks = createJwks(uri, { cooldownSeconds: 30, timeoutSeconds: 5 });
+    const jwks = createJwks(uri, { timeoutSeconds: 5 });
     await expect(verifyIdToken(await idToken(good), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
 
     const [head, body] = (await idToken(good)).split('.');
@@ -71,28 +71,56 @@ describe('ID token signatures', () => {
     }
   });
 
-  it('refetches the JWKS once on an unknown kid, so a provider key rotation does not break sign-in', async () => {
+  it('refetches the JWKS once on an unknown kid however recent the last fetch, so a provider key rotation does not break sign-in', async () => {
     const first = await newKey('rot-1');
     const second = await newKey('rot-2');
     published = [first.jwk];
-    const jwks = createJwks(uri, { cooldownSeconds: 0, timeoutSeconds: 5 });
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => 0 });
     fetches = 0;
     await verifyIdToken(await idToken(first), jwks, checks);
     expect(fetches).toBe(1);
-    published = [first.jwk, second.jwk]; // the provider rotates
+    published = [first.jwk, second.jwk]; // the provider rotates, at the same instant
     await expect(verifyIdToken(await idToken(second), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
     expect(fetches).toBe(2);
   });
 
-  it('bounds the fetches a flood of unknown kids can cause', async () => {
+  it('lets concurrent tokens with the new kid share one refetch', async () => {
+    const first = await newKey('conc-1');
+    const second = await newKey('conc-2');
+    published = [first.jwk];
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => 0 });
+    await verifyIdToken(await idToken(first), jwks, checks);
+    fetches = 0;
+    published = [first.jwk, second.jwk];
+    const results = await Promise.allSettled(Array.from({ length: 10 }, async () => verifyIdToken(await idToken(second), jwks, checks)));
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill('fulfilled'));
+    expect(fetches).toBe(1);
+  });
+
+  it('bounds the fetches a flood of unknown kids can cause: once per kid a minute, once a second in all', async () => {
     const known = await newKey('known');
     published = [known.jwk];
-    const jwks = createJwks(uri, { cooldownSeconds: 30, timeoutSeconds: 5 });
+    let now = 1_000_000;
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => now });
     await verifyIdToken(await idToken(known), jwks, checks);
     fetches = 0;
     const forged = await newKey('forged');
-    for (let i = 0; i < 20; i++) await expect(verifyIdToken(await idToken(forged, {}, { kid: `forged-${i}` }), jwks, checks)).rejects.toThrow();
-    expect(fetches).toBeLessThanOrEqual(1);
+    const forge = async (kid: string) => {
+      const token = await idToken(forged, {}, { kid });
+      return verifyIdToken(token, jwks, checks).then(() => 'accepted', () => 'refused');
+    };
+    // Within one second: one refetch in all, whatever the kids.
+    for (let i = 0; i < 20; i++) expect(await forge(`forged-${i}`)).toBe('refused');
+    expect(fetches).toBe(1);
+    // Later: a new kid gets its refetch, a kid already refetched for does not (per-kid minute).
+    now += 1500;
+    expect(await forge('forged-0')).toBe('refused');
+    expect(fetches).toBe(1);
+    expect(await forge('forged-new')).toBe('refused');
+    expect(fetches).toBe(2);
+    now += 60_000;
+    expect(await forge('forged-0')).toBe('refused');
+    expect(fetches).toBe(3);
   });
 });
 
