@@ -26,6 +26,15 @@ export interface LogoutTokenChecks {
   now: () => number;
 }
 
+/**
+ * §2.4: `logout+jwt` is RECOMMENDED (with or without the `application/` prefix, RFC 7515
+ * §4.1.9), and older providers send the generic `JWT` or no `typ` at all, which must keep
+ * working. Any other explicit type (`at+jwt`, `id_token+jwt`, `dpop+jwt`...) names another kind
+ * of token being replayed here (cross-JWT confusion, §4.1): refused. A `JWT`-typed ID token is
+ * still refused by the claim checks: it has no back-channel logout event and carries a nonce.
+ */
+const ACCEPTED_TYP = new Set(['logout+jwt', 'application/logout+jwt', 'jwt', 'application/jwt']);
+
 const refuse = (reason: string, cause?: unknown) =>
   new GatewayError('invalid_request', { description: `The logout_token was refused: ${reason}.`, cause });
 
@@ -36,11 +45,7 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
   } catch (err) {
     throw refuse('it is not a signed JWT', err);
   }
-  // §2.4: "logout+jwt" is RECOMMENDED; anything else (e.g. an ID token's "JWT") is another kind
-  // of token being replayed here (cross-JWT confusion, §4.1).
-  if (header.typ !== undefined && header.typ.toLowerCase() !== 'logout+jwt' && header.typ.toLowerCase() !== 'application/logout+jwt') {
-    throw refuse('its typ is not logout+jwt');
-  }
+  if (header.typ !== undefined && !ACCEPTED_TYP.has(header.typ.toLowerCase())) throw refuse('its typ is not logout+jwt or JWT');
   let payload;
   try {
     ({ payload } = await jwtVerify(token, jwks, {

@@ -172,7 +172,7 @@ describe('POST /auth/backchannel-logout', () => {
       ['no jti', () => provider.signLogoutToken({ sub: 'alice', jti: undefined })],
       ['alg none', () => provider.signLogoutToken({ sub: 'alice' }, { alg: 'none' })],
       ['a foreign signing key', () => provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign' })],
-      ['an ID-token typ', () => provider.signLogoutToken({ sub: 'alice' }, { typ: 'JWT' })],
+      ['an access-token typ', () => provider.signLogoutToken({ sub: 'alice' }, { typ: 'at+jwt' })],
       ['garbage', async () => 'not.a.jwt'],
     ];
 
