@@ -1,3 +1,4 @@
+import { riskySettings } from './safety.js';
 import type { ParsedConfig } from './schema.js';
 
 /** Values computed once from the validated config, so no request recomputes them. */
@@ -33,7 +34,7 @@ export function derive(cfg: ParsedConfig): Config {
       loginCookieName: secure ? `__Secure-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
       callbackPath,
       postLogoutRedirectUri: `${publicUrl.origin}${cfg.oidc.postLogoutRedirectPath}`,
-      warnings: [],
+      warnings: riskySettings(cfg),
     },
   };
 }

@@ -5,12 +5,10 @@
  */
 import { z } from 'zod';
 import { parseCidr } from './cidr.js';
+import { isLoopbackHost } from './hosts.js';
+import { unsafeSettings } from './safety.js';
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-
-export function isLoopbackHost(hostname: string): boolean {
-  return LOOPBACK_HOSTS.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
-}
+export { isLoopbackHost } from './hosts.js';
 
 const seconds = (def: number) => z.number().int().positive().default(def);
 
@@ -186,6 +184,8 @@ export const configSchema = z
     if (cfg.session.absoluteTimeoutSeconds < cfg.session.idleTimeoutSeconds) {
       issue(['session', 'absoluteTimeoutSeconds'], 'must be at least session.idleTimeoutSeconds');
     }
+
+    for (const problem of unsafeSettings(cfg)) issue(problem.path, problem.message);
 
     const seen = new Set<string>();
     cfg.routes.forEach((route, i) => {

@@ -1,11 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfigFile, parseConfig } from '../../../src/config/load.js';
 import { interpolate } from '../../../src/config/interpolate.js';
 
-const KEY = Buffer.alloc(32, 7).toString('base64');
-const SECRET = 's'.repeat(40);
+const KEY = randomBytes(32).toString('base64');
+const SECRET = randomBytes(30).toString('base64');
 
 function minimal(overrides: Record<string, unknown> = {}) {
   return {
