@@ -76,6 +76,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const records = createSessionRecords({
     redis,
     keys,
+    sealer,
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,

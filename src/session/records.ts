@@ -10,13 +10,18 @@
  * `{}`). Every whole-record write also goes through Lua and keeps the stored token set when it
  * is newer than the one being written, so no request can put an older token set back
  * (connect-redis #75/#346, express-openid-connect #408).
+ *
+ * The `auth` part is sealed (record-codec.ts) and opened when a record is parsed; view() parses
+ * only when the stored bytes change, so a steady stream of proxied calls verifies it once.
  */
+import type { Sealer } from '../crypto/seal.js';
 import { createWriteCoalescer, type RedisClient } from '../redis/client.js';
 import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Keys } from '../redis/keys.js';
 import type { AuthData, SealedTokens } from './data.js';
+import { createRecordCodec, type StoredSession } from './record-codec.js';
 
-const HEAD = /^\{"tv":(\d+),"tok":"([A-Za-z0-9._-]*)"/;
+export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession } from './record-codec.js';
 
 /** SET the whole record, but keep the stored token set if its version is newer. */
 const WRITE_RECORD = `
@@ -47,39 +52,6 @@ local ttl = redis.call('PTTL', KEYS[1])
 local val = '{"tv":' .. ARGV[2] .. ',"tok":"' .. ARGV[3] .. '"' .. rest
 if ttl > 0 then redis.call('SET', KEYS[1], val, 'PX', ttl) else redis.call('SET', KEYS[1], val) end
 return 1`;
-
-/** The JSON-safe part of a stored session besides its tokens. */
-export interface StoredSession {
-  tokens: SealedTokens;
-  auth?: AuthData;
-  /** Everything else express-session keeps (its cookie settings). */
-  [key: string]: unknown;
-}
-
-export function serializeRecord(session: StoredSession): string {
-  const { tokens, ...rest } = session;
-  const sealed = tokens?.sealed ?? '';
-  if (!/^[A-Za-z0-9._-]*$/.test(sealed)) throw new TypeError('sealed tokens must be base64url and dots');
-  const body = JSON.stringify(rest);
-  const head = `{"tv":${tokens?.v ?? 0},"tok":"${sealed}"`;
-  return body === '{}' ? `${head}}` : `${head},${body.slice(1)}`;
-}
-
-export function deserializeRecord(text: string): StoredSession | undefined {
-  const head = HEAD.exec(text);
-  if (!head) return undefined;
-  // The head is read by the regex; only the rest is parsed (the sealed value is most of the text).
-  const after = text.slice(head[0].length);
-  const restJson = after === '}' ? '{}' : after.startsWith(',') && after[1] !== '}' ? `{${after.slice(1)}` : undefined;
-  if (restJson === undefined) return undefined;
-  try {
-    const parsed: unknown = JSON.parse(restJson);
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
-    return { ...(parsed as Record<string, unknown>), tokens: { v: Number(head[1]), sealed: head[2] ?? '' } };
-  } catch {
-    return undefined;
-  }
-}
 
 export type CasResult = 'written' | 'stale' | 'missing';
 
@@ -112,6 +84,8 @@ export interface SessionRecords {
 export interface SessionRecordsOptions {
   redis: RedisClient;
   keys: Keys;
+  /** Seals and opens each record's `auth` part (the runtime's Sealer, the tokens' keys). */
+  sealer: Sealer;
   idleTimeoutSeconds: number;
   absoluteTimeoutSeconds: number;
   clock?: () => number;
@@ -129,6 +103,7 @@ function freezeView(session: StoredSession): SessionView {
 
 export function createSessionRecords(options: SessionRecordsOptions): SessionRecords {
   const { redis, keys, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
+  const codec = createRecordCodec(options.sealer);
   const clock = options.clock ?? Date.now;
   const holdWrites = createWriteCoalescer(redis);
   const timed = createTimed(options.observe);
@@ -138,7 +113,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
 
   async function finish(digest: string, text: string | null): Promise<StoredSession | undefined> {
     if (text === null) return undefined;
-    const session = deserializeRecord(text);
+    const session = codec.deserialize(digest, text);
     if (!session) return undefined;
     if (outlivedAbsolute(session)) {
       await redis.del(keys.session(digest));
@@ -192,7 +167,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
       return session?.tokens;
     },
     async write(digest, session) {
-      const text = serializeRecord(session);
+      const text = codec.serialize(digest, session);
       await timed('session_write', () =>
         redis.eval(WRITE_RECORD, 1, keys.session(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
       );

@@ -4,12 +4,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { createSealer } from '../../../src/crypto/seal.js';
 import { createRedis, createWriteCoalescer, connectRedis, closeRedis } from '../../../src/redis/client.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import { createSessionRecords, type SessionRecords } from '../../../src/session/records.js';
 import type { AuthData } from '../../../src/session/data.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 
+const sealer = createSealer([randomBytes(32).toString('base64')]);
 const keys = createKeys(`t${randomBytes(4).toString('hex')}:`);
 const auth: AuthData = { handle: 'h1', sub: 'alice', iss: 'https://idp.example', claims: { name: 'Alice' }, scopes: ['openid', 'api'], createdAt: Date.now() };
 
@@ -22,7 +24,7 @@ beforeAll(async () => {
   server = await startRedisServer();
   redis = createRedis({ url: server.url, commandTimeoutMs: 1000, keyPrefix: 'x:' }) as Redis;
   await connectRedis(redis, 5000);
-  records = createSessionRecords({ redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600, clock: () => now });
+  records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600, clock: () => now });
 });
 
 afterAll(async () => {
@@ -82,6 +84,30 @@ describe('the proxy path read (view)', () => {
     const d = digest('junk');
     await redis.set(keys.session(d), '{"tv":1,"tok":"x",}');
     expect(await records.view(d)).toBeUndefined();
+  });
+});
+
+describe('the sealed auth part', () => {
+  it('is opened once per stored value: a second view of the same bytes is the very same object', async () => {
+    const d = await newSession();
+    const text = (await redis.get(keys.session(d))) as string;
+    expect(text).not.toContain('alice');
+    const first = await records.view(d);
+    expect(first?.auth?.sub).toBe('alice');
+    expect(await records.view(d)).toBe(first);
+  });
+
+  it('reads as no session through every reader once it no longer verifies, and the record is kept', async () => {
+    const d = await newSession();
+    expect((await records.view(d))?.auth?.sub).toBe('alice');
+    const stored = JSON.parse((await redis.get(keys.session(d))) as string) as Record<string, unknown>;
+    const { tv, tok, ...rest } = stored;
+    await redis.set(keys.session(d), JSON.stringify({ tv, tok, ...rest, auth: { ...auth, scopes: ['openid', 'api', 'admin'] } }), 'KEEPTTL');
+    expect(await records.view(d)).toBeUndefined();
+    expect(await records.load(d)).toBeUndefined();
+    expect(await records.peek(d)).toBeUndefined();
+    expect(await records.peekTokens(d)).toBeUndefined();
+    expect(await redis.exists(keys.session(d))).toBe(1);
   });
 });
 

@@ -14,13 +14,14 @@ import { createTokenVault } from '../../../src/session/vault.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 
 const keys = createKeys(`t${randomBytes(4).toString('hex')}:`);
-const vault = createTokenVault(createSealer([randomBytes(32).toString('base64')]));
+const sealer = createSealer([randomBytes(32).toString('base64')]);
+const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
 function process_(endSession: (d: string) => Promise<void> = async () => undefined) {
   const redis = new Redis(redisUrlForTests(), { lazyConnect: false, maxRetriesPerRequest: 1 });
   clients.push(redis);
-  const records = createSessionRecords({ redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
+  const records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
   return {
     records,
     coordinator: createRefreshCoordinator({ redis, keys, records, vault, endSession, pollIntervalMs: 10 }),
