@@ -10,7 +10,11 @@ export interface DerivedConfig {
   /** Cookies get Secure and the __Host- / __Secure- prefixes when publicUrl is https. */
   secureCookies: boolean;
   sessionCookieName: string;
-  /** The short-lived login-transaction cookie; path-scoped, so __Secure- rather than __Host-. */
+  /**
+   * Prefix of the short-lived login-transaction cookies (`<name>.<transaction id>`). __Host- on
+   * https like every cookie the gateway sets (Secure, Path=/, no Domain), so a sibling
+   * subdomain can neither plant nor overwrite one (login CSRF).
+   */
   loginCookieName: string;
   callbackPath: string;
   postLogoutRedirectUri: string;
@@ -31,7 +35,7 @@ export function derive(cfg: ParsedConfig): Config {
       publicOrigin: publicUrl.origin,
       secureCookies: secure,
       sessionCookieName: secure ? `__Host-${cfg.session.cookieName}` : cfg.session.cookieName,
-      loginCookieName: secure ? `__Secure-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
+      loginCookieName: secure ? `__Host-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
       callbackPath,
       postLogoutRedirectUri: `${publicUrl.origin}${cfg.oidc.postLogoutRedirectPath}`,
       warnings: riskySettings(cfg),

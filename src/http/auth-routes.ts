@@ -19,9 +19,11 @@ import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transacti
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { queryParam } from './query.js';
-import { isSameOriginRelativePath } from './return-to.js';
+import { appUrl, isSameOriginRelativePath } from './return-to.js';
 import {
   clearSessionCookie,
+  createCookieVerifier,
+  isLoginCookieName,
   loginCookieName,
   loginCookieOptions,
   readCookies,
@@ -48,11 +50,15 @@ const transactionId = (state: string) => digest(state).slice(0, 12);
 /** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
 const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
 
-function withQueryParam(path: string, name: string, value: string): string {
-  const url = new URL(path, 'http://return-to.invalid');
-  url.searchParams.set(name, value);
-  return `${url.pathname}${url.search}${url.hash}`;
-}
+/**
+ * Login cookies are Path=/ (for __Host-), so each one rides along on every request until it
+ * expires. Abandoned logins (a tab closed at the provider) must not pile up into a header too
+ * large to serve: a browser that already holds this many starts over with a clean slate.
+ */
+const MAX_LOGIN_COOKIES = 5;
+
+/** One warning per minute at most when the global cap refuses logins (a flood must not flood the log too). */
+const CAP_LOG_INTERVAL_MS = 60_000;
 
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 
@@ -75,6 +81,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const csrf = requireCsrf(config.csrf.headerName);
   const revoke = createRevoker(provider, logger);
   const router = Router();
+  const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
+  let lastCapLog = -Infinity;
   const userResources = [
     ...new Set(config.routes.filter((r) => r.resource && (r.auth === 'user' || r.auth === 'user-optional')).map((r) => r.resource as string)),
   ];
@@ -83,7 +91,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
     await withStore(() => deps.loginLimiter.hit(req.ip ?? 'unknown'));
+    await admitLogin();
     const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources);
+    // Noted now, ended at the callback: see LoginTransaction.previousSession.
+    const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
     const binding = randomBytes(32).toString('base64url');
     await withStore(() =>
       transactions.save({
@@ -93,11 +104,35 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
         returnTo,
         binding: digest(binding),
         createdAt: clock(),
+        ...(previousSession ? { previousSession } : {}),
       }),
     );
     metrics.loginTransactions.inc({ outcome: 'started' });
+    clearLoginCookiesIfMany(req, res);
     res.cookie(loginCookieName(config, transactionId(request.state)), binding, loginCookieOptions(config, TRANSACTION_TTL_SECONDS));
     res.redirect(302, request.url);
+  }
+
+  /** The global cap on logins in progress (every instance shares the count): 429, never a full Redis. */
+  async function admitLogin(): Promise<void> {
+    const load = await withStore(() => transactions.load());
+    if (load.active < config.rateLimit.maxActiveLogins) return;
+    metrics.loginTransactions.inc({ outcome: 'over_capacity' });
+    if (clock() - lastCapLog >= CAP_LOG_INTERVAL_MS) {
+      lastCapLog = clock();
+      logger.warn({ event: 'login_capacity', active: load.active, max: config.rateLimit.maxActiveLogins }, 'too many logins in progress; refusing new ones');
+    }
+    throw new GatewayError('rate_limited', {
+      description: 'Too many sign-ins are in progress; try again later.',
+      headers: { 'Retry-After': String(load.retryAfterSeconds) },
+    });
+  }
+
+  function clearLoginCookiesIfMany(req: Request, res: Response): void {
+    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name));
+    if (names.length < MAX_LOGIN_COOKIES) return;
+    const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+    for (const name of names) res.clearCookie(name, clearOptions);
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
@@ -122,7 +157,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       const code = safeErrorCode(providerError);
       metrics.loginTransactions.inc({ outcome: 'provider_error' });
       logger.info({ event: 'login_declined', code }, 'the provider ended the sign-in with an error');
-      res.redirect(302, withQueryParam(tx.returnTo, 'error', code));
+      res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo, { error: code }));
       return;
     }
 
@@ -137,8 +172,13 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       throw err;
     }
 
-    // A sign-in while already signed in replaces that session entirely.
-    if (req.session.auth) await withStore(() => registry.end(digest(req.sessionID)));
+    // A sign-in while already signed in replaces that session entirely: the one whose cookie
+    // came with this request (SameSite=Lax) and the one noted at /auth/login (Strict cookies
+    // are not sent on the provider's cross-site redirect back).
+    const replaced = new Set<string>();
+    if (req.session.auth) replaced.add(digest(req.sessionID));
+    if (tx.previousSession) replaced.add(tx.previousSession);
+    for (const old of replaced) await withStore(() => registry.end(old));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const { claims } = signIn;
@@ -158,7 +198,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     await withStore(() => registry.register(sessionDigest, auth));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
-    res.redirect(302, tx.returnTo);
+    res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));
   }
 
   function user(req: Request, res: Response): void {

@@ -86,13 +86,20 @@ export function loginCookieName(config: Config, txId: string): string {
   return `${config.derived.loginCookieName}.${txId}`;
 }
 
+/** True for a login-transaction cookie of this gateway (the proxy strips them by the same rule). */
+export function isLoginCookieName(config: Config, name: string): boolean {
+  return name.startsWith(`${config.derived.loginCookieName}.`);
+}
+
 export function loginCookieOptions(config: Config, maxAgeSeconds: number): CookieOptions {
   return {
     httpOnly: true,
     secure: config.derived.secureCookies,
     // The provider's redirect back is a cross-site top-level navigation: Strict would not be sent.
     sameSite: 'lax',
-    path: config.derived.callbackPath,
+    // Path=/ and no Domain: what the __Host- prefix requires (RFC 6265bis §4.1.3.2). The proxy
+    // strips these cookies from forwarded requests like the session cookie.
+    path: '/',
     maxAge: maxAgeSeconds * 1000,
   };
 }

@@ -16,6 +16,19 @@ export interface LoginTransaction {
   /** Digest of the login cookie's value: binds the transaction to the browser that started it. */
   binding: string;
   createdAt: number;
+  /**
+   * Digest of the session this browser had when it started the login (its cookie is sent to
+   * /auth/login, a same-site navigation), ended once the sign-in succeeds: the callback is a
+   * cross-site navigation, on which a SameSite=Strict session cookie is not sent.
+   */
+  previousSession?: string;
+}
+
+/** How full the set of login transactions is: for the global cap on logins in progress. */
+export interface TransactionLoad {
+  active: number;
+  /** Seconds until the oldest transaction expires (when a slot frees at the latest); at least 1. */
+  retryAfterSeconds: number;
 }
 
 export const TRANSACTION_TTL_SECONDS = 600;
@@ -25,6 +38,8 @@ export interface Transactions {
   take(state: string): Promise<LoginTransaction | undefined>;
   /** Login transactions started (by any instance) that were neither taken nor expired. */
   active(): Promise<number>;
+  /** active() and the earliest expiry, in one round trip. */
+  load(): Promise<TransactionLoad>;
 }
 
 export interface TransactionsOptions {
@@ -70,6 +85,15 @@ export function createTransactions(redis: RedisClient, keys: Keys, sealer: Seale
         Promise.all([redis.zremrangebyscore(listed, '-inf', clock()), redis.zcard(listed)]),
       );
       return count;
+    },
+    async load() {
+      const now = clock();
+      const [, active, oldest] = await timed('transaction_count', () =>
+        Promise.all([redis.zremrangebyscore(listed, '-inf', now), redis.zcard(listed), redis.zrange(listed, 0, 0, 'WITHSCORES')]),
+      );
+      const expiresAt = Number(oldest[1]);
+      const wait = Number.isFinite(expiresAt) ? Math.ceil((expiresAt - now) / 1000) : TRANSACTION_TTL_SECONDS;
+      return { active, retryAfterSeconds: Math.min(TRANSACTION_TTL_SECONDS, Math.max(1, wait)) };
     },
   };
 }

@@ -51,7 +51,7 @@ describe('GET /auth/login', () => {
     expect(loginCookie).toBeDefined();
     expect(loginCookie).toMatch(/; HttpOnly/i);
     expect(loginCookie).toMatch(/; SameSite=Lax/i);
-    expect(loginCookie).toMatch(/; Path=\/auth\/callback/);
+    expect(loginCookie).toMatch(/; Path=\/(;|$)/);
     expect(loginCookie).toMatch(/; Max-Age=600/);
   });
 
@@ -85,7 +85,8 @@ describe('a full sign-in', () => {
     const { final, hops } = await signIn(client, gw.url, { returnTo: '/orders?x=1' });
     const callbackHop = hops.find((h) => h.url.startsWith(`${gw.url}/auth/callback`));
     expect(callbackHop?.status).toBe(302);
-    expect(callbackHop?.location).toBe('/orders?x=1');
+    // Absolute, on publicUrl's origin: nothing relative for a browser to reinterpret.
+    expect(callbackHop?.location).toBe(`${gw.url}/orders?x=1`);
     expect(final.url).toBe(`${gw.url}/orders?x=1`);
 
     const cookie = sessionCookie(client);
@@ -137,8 +138,8 @@ describe('a full sign-in', () => {
     const callbackOne = await completeAtProvider(client, first.authorizeUrl, {});
     const two = await client.get(callbackTwo);
     const one = await client.get(callbackOne);
-    expect([two.status, two.headers.get('location')]).toEqual([302, '/two']);
-    expect([one.status, one.headers.get('location')]).toEqual([302, '/one']);
+    expect([two.status, two.headers.get('location')]).toEqual([302, `${gw.url}/two`]);
+    expect([one.status, one.headers.get('location')]).toEqual([302, `${gw.url}/one`]);
   });
 
   it('keeps no token in plaintext anywhere in Redis', async () => {
@@ -202,7 +203,7 @@ describe('GET /auth/callback', () => {
     const { hops } = await signIn(client, gw.url, { consent: 'deny', returnTo: '/start' });
     const callbackHop = hops.find((h) => h.url.startsWith(`${gw.url}/auth/callback`));
     expect(callbackHop?.status).toBe(302);
-    expect(callbackHop?.location).toBe('/start?error=access_denied');
+    expect(callbackHop?.location).toBe(`${gw.url}/start?error=access_denied`);
     expect(sessionCookie(client)).toBeUndefined();
     expectErrorBody(await client.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
   });

@@ -1,0 +1,103 @@
+/**
+ * Signing in again ends the previous session, as a real browser does it with the default
+ * SameSite=Strict session cookie: /auth/login is a same-site navigation (the cookie is sent),
+ * the provider's redirect to /auth/callback is a cross-site one (it is not; RFC 6265bis
+ * §5.2). The gateway notes the session at /auth/login and ends it after a successful sign-in.
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { completeAtProvider, signIn } from '../../support/drive-login.js';
+import { digest } from '../../../src/redis/keys.js';
+import { expectErrorBody, sessionIdFromCookie } from '../../support/assertions.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import type { TestGateway } from '../../support/gateway.js';
+
+let stack: Stack;
+let gw: TestGateway;
+const csrf = { 'x-csrf': '1' };
+
+beforeAll(async () => {
+  stack = await startStack();
+  gw = stack.gateway;
+});
+
+afterAll(() => stack?.close());
+
+const cookieName = () => gw.config.derived.sessionCookieName;
+const sessionCookie = (client: BrowserClient) => client.cookies(gw.url)[cookieName()] as string;
+
+/** What a browser holding only this session cookie gets from /auth/user. */
+async function userWith(cookie: string) {
+  const other = new BrowserClient();
+  other.setCookie(gw.url, cookieName(), cookie, { sameSite: 'strict' });
+  return other.get(`${gw.url}/auth/user`, { headers: csrf });
+}
+
+async function recordExists(cookie: string): Promise<boolean> {
+  return (await gw.runtime.redis.exists(gw.runtime.keys.session(digest(sessionIdFromCookie(cookie))))) === 1;
+}
+
+/** GET /auth/login same-site, through the provider, up to the (not yet requested) callback URL. */
+async function loginAgain(client: BrowserClient): Promise<string> {
+  const login = await client.get(`${gw.url}/auth/login?returnTo=/again`);
+  expect(login.status).toBe(302);
+  return completeAtProvider(client, login.redirectUrl as string);
+}
+
+describe('signing in again with a SameSite=Strict session cookie', () => {
+  it('is set up as the default: the session cookie is Strict', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    expect(client.cookieDetails(gw.url).find((c) => c.name === cookieName())?.sameSite).toBe('strict');
+  });
+
+  it('ends the previous session although the callback does not carry its cookie', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+    expect((await userWith(old)).status).toBe(200);
+
+    const callback = await loginAgain(client);
+    const res = await client.get(callback, { crossSite: true });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe(`${gw.url}/again`);
+    const fresh = sessionCookie(client);
+    expect(fresh).not.toBe(old);
+
+    expectErrorBody(await userWith(old), 'login_required', 401);
+    expect(await recordExists(old)).toBe(false);
+    expect((await userWith(fresh)).status).toBe(200);
+    // Nor is it listed among the user's sessions any more.
+    const sessions = (await client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json() as { current: boolean }[];
+    expect(sessions.filter((s) => s.current)).toHaveLength(1);
+  });
+
+  it('ends nothing when the provider answers with an error (the user declined)', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+
+    const login = await client.get(`${gw.url}/auth/login`);
+    const state = new URL(login.redirectUrl as string).searchParams.get('state') as string;
+    const declined = new URL(`${gw.url}/auth/callback`);
+    declined.search = new URLSearchParams({ error: 'access_denied', state, iss: stack.provider.issuer }).toString();
+    const res = await client.get(declined.href, { crossSite: true });
+    expect(res.headers.get('location')).toBe(`${gw.url}/?error=access_denied`);
+
+    expect((await userWith(old)).status).toBe(200);
+    expect(await recordExists(old)).toBe(true);
+  });
+
+  it('ends nothing when the sign-in fails', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+
+    const callback = new URL(await loginAgain(client));
+    callback.searchParams.set('code', 'not-a-code-the-provider-issued');
+    const res = await client.get(callback.href, { crossSite: true, headers: { accept: 'application/json' } });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+
+    expect((await userWith(old)).status).toBe(200);
+    expect(await recordExists(old)).toBe(true);
+  });
+});
