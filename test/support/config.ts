@@ -21,6 +21,7 @@ export interface TestConfigInput {
   session?: Partial<NonNullable<ConfigInput['session']>>;
   tokens?: ConfigInput['tokens'];
   rateLimit?: ConfigInput['rateLimit'];
+  csrf?: ConfigInput['csrf'];
   server?: Partial<NonNullable<ConfigInput['server']>>;
   redis?: Partial<NonNullable<ConfigInput['redis']>>;
   logLevel?: 'debug' | 'info' | 'warn' | 'trace';
@@ -52,6 +53,7 @@ export function buildTestConfig(input: TestConfigInput): Config {
       },
       ...(input.tokens ? { tokens: input.tokens } : {}),
       ...(input.rateLimit ? { rateLimit: input.rateLimit } : {}),
+      ...(input.csrf ? { csrf: input.csrf } : {}),
       routes: input.routes ?? [],
       log: { level: input.logLevel ?? 'debug' },
     },
