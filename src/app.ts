@@ -2,14 +2,16 @@
  * createApp(runtime): the one place where the order of request handling is written.
  *
  *   proxied routes (straight from the server: streamed, no Express, the upstream's headers)
- *   → Express: request metrics → security headers → health → /metrics → /auth/* → static SPA
- *     → 404 → error handler (also for proxied calls that failed)
+ *   → Express: body deadline → request metrics → security headers → health → /metrics
+ *     → /auth/* (unknown ones 404) → static SPA → 404 → error handler (also for proxied calls
+ *     that failed)
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import type { UpgradeHandler } from './http/websocket.js';
 import type { Runtime } from './runtime.js';
 import { createAuthRouter } from './http/auth-routes.js';
+import { createBodyDeadline } from './http/body-deadline.js';
 import { createErrorHandler } from './http/error-handler.js';
 import { createHealthRouter } from './http/health-routes.js';
 import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
@@ -47,6 +49,9 @@ export function createApp(runtime: Runtime): GatewayApp {
   const requestMetrics = createRequestMetrics(runtime.metrics, config);
   // A proxied call that failed comes through Express only to be answered by the error handler.
   app.use((req: Failed, _res, next) => next(req[FAILED]?.error));
+  // The first middleware of the gateway's own endpoints (a failed proxied call skips it: the
+  // line above hands it straight to the error handler, and proxied uploads are never cut).
+  app.use(createBodyDeadline({ seconds: config.server.requestBodyTimeoutSeconds, headers: ownHeaders }));
   app.use(requestMetrics.middleware);
   // Proxied answers are the upstream's own: they pass through without the gateway's headers.
   const proxy = createProxyRoutes(runtime, {
@@ -100,6 +105,9 @@ export function createApp(runtime: Runtime): GatewayApp {
       clock: runtime.clock,
     }),
   );
+
+  // Nothing else lives under authPath: an unknown /auth path is a JSON 404, never the SPA's page.
+  app.use(config.server.authPath, (_req, _res, next) => next(new GatewayError('not_found')));
 
   if (config.static) app.use(createStatic(config.static.root, config.static.spaFallback));
 

@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   },
   not_found: { status: 404, description: 'There is nothing here.' },
   method_not_allowed: { status: 405, description: 'This method is not allowed here.' },
+  request_timeout: { status: 408, description: 'The request body did not arrive in time.' },
   rate_limited: { status: 429, description: 'Too many requests; try again later.' },
   server_error: { status: 500, description: 'The gateway failed unexpectedly.' },
   token_refresh_failed: {

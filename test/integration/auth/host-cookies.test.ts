@@ -104,4 +104,18 @@ describe('cookies on an https publicUrl', () => {
     expect(res.status).toBe(200);
     expect(upstream.requests.map((r) => r.headers.cookie)).toEqual(['theme=dark']);
   });
+
+  it('are at most five login cookies per browser: abandoned logins cannot grow the Cookie header without bound', async () => {
+    const client = new BrowserClient();
+    const loginCookies = () => Object.keys(client.cookies(direct)).filter((n) => n.startsWith('__Host-bff-login.'));
+    for (let i = 1; i <= 5; i += 1) {
+      await client.get(`${direct}/auth/login`);
+      expect(loginCookies()).toHaveLength(i);
+    }
+    const sixth = await client.get(`${direct}/auth/login`);
+    expect(sixth.status).toBe(302);
+    // The five are expired (under their __Host- names and attributes) and only the new one is set.
+    expect(expectHostCookies(sixth)).toHaveLength(6);
+    expect(loginCookies()).toHaveLength(1);
+  });
 });

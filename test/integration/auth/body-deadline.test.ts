@@ -1,0 +1,129 @@
+/**
+ * A request body that never arrives on a gateway endpoint is cut off (SPEC §7,
+ * server.requestBodyTimeoutSeconds), while an upload to a proxied route is never cut. Raw
+ * sockets, because an HTTP client will not send a Content-Length it does not honour. Every wait
+ * is on an event (the socket closing, the upstream seeing the request), bounded by a deadline
+ * far above the configured 1 s and far below Node's own 300 s requestTimeout.
+ */
+import net from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { startStack, type Stack } from '../../support/stack.js';
+import type { TestGateway } from '../../support/gateway.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const BOUND_MS = 15_000;
+let stack: Stack;
+let gw: TestGateway;
+let upstream: Upstream;
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  stack = await startStack({
+    config: { server: { requestBodyTimeoutSeconds: 1 }, routes: [{ path: '/api', target: upstream.url, auth: 'none' }] },
+  });
+  gw = stack.gateway;
+});
+
+afterAll(async () => {
+  await stack?.close();
+  await upstream?.close();
+});
+
+interface RawExchange {
+  socket: net.Socket;
+  /** Everything the gateway sent so far. */
+  received(): string;
+  /** Resolves when the gateway closed the connection; rejects after BOUND_MS. */
+  closed: Promise<void>;
+}
+
+function send(head: string, body = ''): Promise<RawExchange> {
+  const { port } = new URL(gw.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1', () => {
+      socket.write(`${head}\r\n\r\n${body}`);
+      let data = '';
+      socket.on('data', (chunk) => (data += chunk.toString('utf8')));
+      const closed = new Promise<void>((done, fail) => {
+        const bound = setTimeout(() => {
+          socket.destroy();
+          fail(new Error(`connection still open after ${BOUND_MS} ms; received: ${JSON.stringify(data.slice(0, 200))}`));
+        }, BOUND_MS);
+        socket.once('close', () => {
+          clearTimeout(bound);
+          done();
+        });
+      });
+      closed.catch(() => undefined); // awaited by the test; avoid an unhandled rejection meanwhile
+      resolve({ socket, received: () => data, closed });
+    });
+    socket.once('error', reject);
+  });
+}
+
+const host = () => `Host: ${new URL(gw.url).host}`;
+
+describe('a body that never arrives', () => {
+  it('on POST /auth/backchannel-logout: 408 request_timeout in the SPEC error shape, then the connection is closed', async () => {
+    const exchange = await send(
+      ['POST /auth/backchannel-logout HTTP/1.1', host(), 'Content-Type: application/x-www-form-urlencoded', 'Content-Length: 100'].join('\r\n'),
+      'logout_token=',
+    );
+    await exchange.closed;
+    const text = exchange.received();
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    expect(text).toMatch(/\r\ncache-control: no-store\r\n/i);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+    expect(body).toEqual({ error: 'request_timeout', error_description: expect.any(String) });
+  });
+
+  it('on POST /auth/logout, answered at once without reading it: the connection is still closed', async () => {
+    const exchange = await send(['POST /auth/logout HTTP/1.1', host(), 'x-csrf: 1', 'Content-Type: application/json', 'Content-Length: 100'].join('\r\n'));
+    await exchange.closed;
+    expect(exchange.received()).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('with chunked transfer coding that stops: closed too', async () => {
+    const exchange = await send(['POST /auth/logout HTTP/1.1', host(), 'x-csrf: 1', 'Transfer-Encoding: chunked'].join('\r\n'), '5\r\nhello\r\n');
+    await exchange.closed;
+  });
+});
+
+describe('a slow upload to a proxied route', () => {
+  it('is not cut by the deadline: it completes after a gateway endpoint with the same stall was cut', async () => {
+    const seen = new Promise<void>((resolve) => {
+      upstream.setHandler((req: IncomingMessage, res: ServerResponse) => {
+        resolve();
+        let bytes = 0;
+        req.on('data', (chunk: Buffer) => (bytes += chunk.length));
+        req.on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ bytes }));
+        });
+      });
+    });
+    try {
+      const upload = await send(
+        ['POST /api/upload HTTP/1.1', host(), 'x-csrf: 1', 'Content-Type: application/octet-stream', 'Content-Length: 100'].join('\r\n'),
+        'x'.repeat(50),
+      );
+      await seen;
+      // Started after the upload, so once it has been cut the upload has waited longer than the deadline.
+      const own = await send(['POST /auth/backchannel-logout HTTP/1.1', host(), 'Content-Type: application/x-www-form-urlencoded', 'Content-Length: 100'].join('\r\n'));
+      await own.closed;
+      expect(own.received()).toMatch(/^HTTP\/1\.1 408 /);
+
+      expect(upload.socket.destroyed).toBe(false);
+      expect(upload.received()).toBe('');
+      const answered = new Promise<void>((resolve) => upload.socket.on('data', () => upload.received().includes('"bytes"') && resolve()));
+      upload.socket.write('y'.repeat(50));
+      await answered;
+      expect(upload.received()).toMatch(/^HTTP\/1\.1 200 /);
+      expect(upload.received()).toContain('{"bytes":100}');
+      upload.socket.destroy();
+    } finally {
+      upstream.setHandler(undefined);
+    }
+  });
+});
