@@ -44,6 +44,8 @@ function providerAnswer(err: unknown): ProviderAnswer {
 }
 
 export function classifyGrantFailure(err: unknown): GrantFailure {
+  // Already decided (e.g. a refreshed ID token naming another subject, OIDC Core §12.2).
+  if (err instanceof GatewayError && err.code === 'login_required') return 'grant_ended';
   const { status, error } = providerAnswer(err);
   if (error === 'invalid_client' || (status === 401 && error === undefined)) return 'client_rejected';
   if (error === 'invalid_grant') return 'grant_ended';

@@ -71,6 +71,11 @@ describe('a refused refresh', () => {
     expect(classifyGrantFailure(err)).toBe(failure);
   });
 
+  it('counts a refresh already decided as login_required (e.g. a changed subject) as an ended grant', () => {
+    expect(classifyGrantFailure(new GatewayError('login_required'))).toBe('grant_ended');
+    expect(classifyGrantFailure(new GatewayError('provider_unavailable'))).toBe('transient');
+  });
+
   it('describes a non-JSON answer by its status for the log, without the body', async () => {
     const err = await refreshError(() => new Response('secret-looking-body', { status: 400, headers: { 'content-type': 'text/plain' } }));
     // oauth4webapi reads a 4xx body only when it is application/json: anything else (an empty
