@@ -301,41 +301,52 @@ describe('upstream failures and streaming', () => {
     const size = 20 * 1024 * 1024;
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
+    // Bytes the upstream had written when the browser saw its first byte. A buffering gateway
+    // would deliver nothing before the upstream's 10 s fallback had written everything.
+    let upstreamSent = 0;
     upstream.setHandler((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
       const chunk = Buffer.alloc(1024 * 1024, 2);
       res.write(chunk);
-      // The rest only after the browser has seen bytes: a buffering proxy would deadlock here.
+      upstreamSent = chunk.length;
+      // The rest only after the browser has seen bytes (causal), or after a fallback that lets
+      // a buffering proxy finish, so that it fails on the assertion rather than by hanging.
       void Promise.race([released, new Promise((r) => setTimeout(r, 10_000))]).then(() => {
-        for (let sent = chunk.length; sent < size; sent += chunk.length) res.write(chunk);
+        for (let sent = chunk.length; sent < size; sent += chunk.length) {
+          res.write(chunk);
+          upstreamSent += chunk.length;
+        }
         res.end();
       });
     });
     try {
-      const outcome = await new Promise<{ bytes: number; sawBytesBeforeRelease: boolean }>((resolve, reject) => {
+      const outcome = await new Promise<{ bytes: number; upstreamSentAtFirstByte: number }>((resolve, reject) => {
         let bytes = 0;
-        let early = false;
+        let atFirstByte = -1;
         http
           .get(`${gw.url}/api/download`, { headers: { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` } }, (res) => {
             res.on('data', (d: Buffer) => {
               if (bytes === 0) {
-                early = true;
+                atFirstByte = upstreamSent;
                 release();
               }
               bytes += d.length;
             });
-            res.on('end', () => resolve({ bytes, sawBytesBeforeRelease: early }));
+            res.on('end', () => resolve({ bytes, upstreamSentAtFirstByte: atFirstByte }));
           })
           .on('error', reject);
       });
-      expect(outcome).toEqual({ bytes: size, sawBytesBeforeRelease: true });
+      // Mutation check: pipe the upstream response through a PassThrough that releases only on
+      // 'end' (buffering) in src/proxy/upstream.ts passThrough → upstreamSentAtFirstByte = size.
+      expect(outcome.bytes).toBe(size);
+      expect(outcome.upstreamSentAtFirstByte).toBe(1024 * 1024);
     } finally {
       upstream.setHandler(undefined);
     }
   });
 
   it("delivers a server-sent event's first event while the upstream is still open", async () => {
-    const { cookie } = await signedInClient();
+    const { client, cookie } = await signedInClient();
     const first = await new Promise<string>((resolve, reject) => {
       const req = http.get(
         `${gw.url}/api/sse`,
@@ -344,13 +355,18 @@ describe('upstream failures and streaming', () => {
           expect(res.headers['content-type']).toMatch(/text\/event-stream/);
           res.setEncoding('utf8').once('data', (d: string) => {
             resolve(d);
-            req.destroy();
+            // Not destroyed yet: the release below must find this stream open upstream.
+            res.once('end', () => req.destroy());
           });
         },
       );
       req.on('error', (err) => (String(err).includes('socket hang up') ? undefined : reject(err)));
     });
     expect(first).toContain('data: first');
+    // The upstream's stream is still open when the first event arrived: a buffering gateway
+    // would have delivered it only after the upstream's 10 s cap had ended the stream.
+    const release = await client.post(`${gw.url}/api/sse-release`, { headers: csrf });
+    expect(release.json()).toEqual({ released: 1 });
   });
 });
 
