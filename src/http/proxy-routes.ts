@@ -101,9 +101,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {
     const session = needsSession(route) ? await readSession(req) : undefined;
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
-    const resolve = async (forceRefresh: boolean) => {
+    const guarded = async <T,>(resolve: () => Promise<T>): Promise<T> => {
       try {
-        return await resolveCredential(route, session, { forceRefresh });
+        return await resolve();
       } catch (err) {
         // A session whose grant is gone (or that no longer opens) should not keep its cookie.
         if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
@@ -112,9 +112,12 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
         throw err;
       }
     };
-    const credential = await resolve(false);
-    // Only a request that carried a token can be rejected for it.
-    const retry = credential && route.auth !== 'apiKey' ? () => resolve(true) : undefined;
+    const credential = await guarded(() => resolveCredential(route, session));
+    // Only a request that carried a token can be rejected for it. The renewal is bounded (only a
+    // still-current token, once per cooldown, shared in Redis); otherwise 'pass': the upstream's
+    // 401 goes to the browser unchanged.
+    const retry =
+      credential && route.auth !== 'apiKey' ? () => guarded(() => resolveCredential.renew(route, session, credential, runtime)) : undefined;
     return { credential, retry };
   }
 

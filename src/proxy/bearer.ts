@@ -1,6 +1,12 @@
 /**
  * Which credential a proxied call carries, by the route's `auth` mode (SPEC §4). No Express
  * here: the HTTP layer passes in the session it loaded.
+ *
+ * After an upstream refused a token (401 invalid_token), `renew` gives the credential to retry
+ * with: a token newer than the refused one if another request already got it, else a renewal
+ * of the refused one if the refusal cooldown allows it (refusal-cooldown.ts), else 'pass' (the
+ * upstream's 401 goes to the browser as it is). So an upstream that keeps refusing costs the
+ * provider one grant per cooldown, not one per request.
  */
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
@@ -10,7 +16,10 @@ import type { AuthData, SealedTokens } from '../session/data.js';
 import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
 import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
+import type { RedisClient } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
 import type { ClientTokens } from './client-token.js';
+import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
 import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
 
@@ -30,13 +39,31 @@ export interface CredentialDeps {
   clientTokens: ClientTokens;
 }
 
-export interface CredentialOptions {
-  /** Refresh even if the token looks valid (the upstream said invalid_token). */
-  forceRefresh?: boolean;
+/** Where the refusal cooldown lives; passed per renewal, as the 401 path is the only one needing it. */
+export interface RefusalStore {
+  redis: RedisClient;
+  keys: Keys;
 }
 
-/** A refresh that another request's (e.g. another resource's) refresh overtook is retried this often. */
+/** Retry without a new credential: the upstream's answer is passed through. */
+export const PASS = 'pass';
+
+/** The access token the upstream refused, and the cooldown that bounds renewing it. */
+interface Refusal {
+  token: string;
+  cooldown: RefusalCooldown;
+}
+
+/**
+ * A refresh that another request's (e.g. another resource's) refresh overtook is retried this
+ * often; a renewal may also first catch up with the refresh that produced the refused token.
+ */
 const MAX_REFRESH_ROUNDS = 3;
+
+/** The token of an `authorization: <scheme> <token>` credential. */
+function tokenOf(credential: Credential): string {
+  return credential.value.slice(credential.value.indexOf(' ') + 1);
+}
 
 export function missingScopes(route: CompiledRoute, granted: readonly string[]): string[] {
   return route.scopes.filter((s) => !granted.includes(s));
@@ -67,7 +94,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
       refreshTokens(provider.get(), t, sub, {}, deps.clock).then((next) => ({ ...next, ...(t.resources ? { resources: t.resources } : {}) }));
   }
 
-  async function userAccessToken(session: LoadedSession, route: CompiledRoute, options: CredentialOptions): Promise<string> {
+  /** The session's token for the route; with `refused`, one newer than it, or undefined: pass. */
+  function userAccessToken(session: LoadedSession, route: CompiledRoute): Promise<string>;
+  function userAccessToken(session: LoadedSession, route: CompiledRoute, refused: Refusal): Promise<string | undefined>;
+  async function userAccessToken(session: LoadedSession, route: CompiledRoute, refused?: Refusal): Promise<string | undefined> {
     const { auth, tokens } = session;
     if (!auth || !tokens?.sealed) throw new GatewayError('login_required');
     const missing = missingScopes(route, auth.scopes);
@@ -83,46 +113,69 @@ export function createCredentialResolver(deps: CredentialDeps) {
     const resource = route.resource;
     const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined => (resource ? t.resources?.[resource] : t);
 
-    let force = options.forceRefresh ?? false;
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? pick(current.tokens) : undefined;
-      if (token && !force && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
+      const isRefused = token !== undefined && token.accessToken === refused?.token;
+      if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
+      // The refused token is current as of this version. The coordinator refreshes only if the
+      // record is still at it (else it returns the newer set, no provider call); the cooldown
+      // makes that at most one version per interval, so a new token the upstream refuses too
+      // is not refreshed again on the next call.
+      if (isRefused && !(await refused.cooldown.session(session.digest, resource, current.version))) return undefined;
       current = await refresher.refresh(session.digest, current, refreshFor(resource, auth.sub), { handle: auth.handle });
-      force = false;
     }
     const token = current.tokens ? pick(current.tokens) : undefined;
     if (!token) throw new GatewayError('token_refresh_failed');
-    return token.accessToken;
+    return token.accessToken === refused?.token ? undefined : token.accessToken;
   }
 
+  const bearer = (token: string): Credential => ({ header: 'authorization', value: `Bearer ${token}` });
+  const clientRequest = (route: CompiledRoute) => ({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) });
+
   /** The credential for `route`, or undefined to forward without one. */
-  return async function resolveCredential(
-    route: CompiledRoute,
-    session: LoadedSession | undefined,
-    options: CredentialOptions = {},
-  ): Promise<Credential | undefined> {
+  async function resolveCredential(route: CompiledRoute, session: LoadedSession | undefined): Promise<Credential | undefined> {
     switch (route.auth) {
       case 'none':
         return undefined;
       case 'user':
         if (!session) throw new GatewayError('login_required');
-        return { header: 'authorization', value: `Bearer ${await userAccessToken(session, route, options)}` };
+        return bearer(await userAccessToken(session, route));
       case 'user-optional':
         if (!session?.auth || !session.tokens?.sealed) return undefined;
-        return { header: 'authorization', value: `Bearer ${await userAccessToken(session, route, options)}` };
+        return bearer(await userAccessToken(session, route));
       case 'apiKey':
         return route.apiKey ? { header: route.apiKey.header.toLowerCase(), value: route.apiKey.value } : undefined;
       case 'client':
-        return {
-          header: 'authorization',
-          value: `Bearer ${await deps.clientTokens({
-            scopes: route.scopes,
-            ...(route.resource ? { resource: route.resource } : {}),
-            ...(options.forceRefresh ? { force: true } : {}),
-          })}`,
-        };
+        return bearer(await deps.clientTokens.get(clientRequest(route)));
     }
-  };
+  }
+
+  /** The credential to retry with after the upstream refused `refused` (401 invalid_token), or PASS. */
+  async function renew(
+    route: CompiledRoute,
+    session: LoadedSession | undefined,
+    refused: Credential,
+    store: RefusalStore,
+  ): Promise<Credential | typeof PASS> {
+    const token = tokenOf(refused);
+    switch (route.auth) {
+      case 'user':
+      case 'user-optional': {
+        if (!session) throw new GatewayError('login_required');
+        const next = await userAccessToken(session, route, { token, cooldown: createRefusalCooldown(store) });
+        return next === undefined ? PASS : bearer(next);
+      }
+      case 'client': {
+        const next = await deps.clientTokens.renew(clientRequest(route), token);
+        return next === undefined ? PASS : bearer(next);
+      }
+      default:
+        // An API key or no credential: nothing the gateway could renew.
+        return PASS;
+    }
+  }
+
+  return Object.assign(resolveCredential, { renew });
 }
 
 export type CredentialResolver = ReturnType<typeof createCredentialResolver>;

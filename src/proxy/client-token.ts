@@ -5,6 +5,13 @@
  * process asks the provider per (scopes, resource) and expiry: a Redis lock elects it, the
  * others poll the cache (bounded), and callers within a process share one promise. A token is
  * renewed `skewSeconds` before it expires, so no request ever carries an expired one.
+ *
+ * A token an upstream refused (401 invalid_token) is replaced only while it is still the
+ * current one, here and in Redis: if another request or instance already replaced it, the
+ * newer one is used and nothing is fetched. Otherwise one caller per cooldown interval (all
+ * instances) may fetch a new one (refusal-cooldown.ts); the others get undefined and pass the
+ * upstream's 401 through. The shared token is never deleted: the new one overwrites it, so no
+ * instance is left without a token while the grant is under way.
  */
 import type { Sealer } from '../crypto/seal.js';
 import { GatewayError } from '../errors.js';
@@ -13,12 +20,11 @@ import { digest, type Keys } from '../redis/keys.js';
 import { sleep, tryLock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
 import { DEFAULT_TOKEN_LIFETIME_SECONDS } from '../session/tokens.js';
+import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
 
 export interface ClientTokenRequest {
   scopes: readonly string[];
   resource?: string;
-  /** Forget the cached token first (the upstream rejected it). */
-  force?: boolean;
 }
 
 export interface FetchedClientToken {
@@ -37,6 +43,8 @@ export interface ClientTokenOptions {
   clock: () => number;
   maxWaitMs?: number;
   onFetch?: (outcome: 'success' | 'failure') => void;
+  /** Bounds replacements of refused tokens; by default the shared Redis cooldown. */
+  cooldown?: RefusalCooldown;
 }
 
 interface Cached {
@@ -44,15 +52,26 @@ interface Cached {
   expiresAt: number;
 }
 
-export type ClientTokens = (request: ClientTokenRequest) => Promise<string>;
+export interface ClientTokens {
+  /** The current token: this process's copy, the shared one, or a new one. */
+  get(request: ClientTokenRequest): Promise<string>;
+  /**
+   * A token to retry with after an upstream refused `refused`: a newer one, or undefined when
+   * the refused token may not be replaced now (pass the upstream's answer through).
+   */
+  renew(request: ClientTokenRequest, refused: string): Promise<string | undefined>;
+}
 
 export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   const { redis, keys, sealer, skewSeconds, clock } = options;
   const maxWaitMs = options.maxWaitMs ?? 12_000;
+  const cooldown = options.cooldown ?? createRefusalCooldown({ redis, keys });
   const local = new Map<string, Cached>();
-  const inFlight = new Map<string, Promise<string>>();
+  const getting = new Map<string, Promise<string>>();
+  const renewing = new Map<string, Promise<string | undefined>>();
   const nowSeconds = () => Math.floor(clock() / 1000);
   const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.expiresAt - skewSeconds > nowSeconds();
+  const cacheKey = (request: ClientTokenRequest) => digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
 
   async function readShared(key: string): Promise<Cached | undefined> {
     const sealed = await redis.get(keys.clientToken(key));
@@ -82,10 +101,12 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     return cached;
   }
 
-  async function obtain(key: string, request: ClientTokenRequest): Promise<string> {
+  /** A usable token other than `refused`: the shared one, or (elected by the lock) a new one. */
+  async function obtain(key: string, request: ClientTokenRequest, refused?: string): Promise<string> {
     const deadline = Date.now() + maxWaitMs;
+    const other = (c: Cached | undefined) => (c !== undefined && c.accessToken !== refused ? c : undefined);
     for (;;) {
-      const shared = await readShared(key);
+      const shared = other(await readShared(key));
       if (shared) {
         local.set(key, shared);
         return shared.accessToken;
@@ -93,7 +114,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
       if (lock) {
         try {
-          const again = await readShared(key);
+          const again = other(await readShared(key));
           const token = again ?? (await fetchAndShare(key, request));
           local.set(key, token);
           return token.accessToken;
@@ -108,23 +129,42 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     }
   }
 
-  return function clientToken(request) {
-    const key = digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
+  /** After a refusal: a newer token if there is one, a new one if allowed, else undefined. */
+  async function replace(key: string, request: ClientTokenRequest, refused: string): Promise<string | undefined> {
     const mine = local.get(key);
-    if (!request.force && usable(mine)) return Promise.resolve(mine.accessToken);
-    const pending = inFlight.get(key);
+    if (usable(mine) && mine.accessToken !== refused) return mine.accessToken;
+    const shared = await readShared(key);
+    if (shared && shared.accessToken !== refused) {
+      local.set(key, shared);
+      return shared.accessToken;
+    }
+    if (!(await cooldown.clientToken(key, refused))) return undefined;
+    return obtain(key, request, refused);
+  }
+
+  /** In-process callers of one key share one promise. */
+  function once<T>(flights: Map<string, Promise<T>>, key: string, work: () => Promise<T>): Promise<T> {
+    const pending = flights.get(key);
     if (pending) return pending;
-    const forget = async () => {
-      local.delete(key);
-      await redis.del(keys.clientToken(key));
-    };
-    const promise = (request.force ? forget() : Promise.resolve())
-      .then(() => obtain(key, request))
+    const promise = work()
       .catch((err: unknown) => {
         throw err instanceof GatewayError ? err : storeUnavailable(err);
       })
-      .finally(() => inFlight.delete(key));
-    inFlight.set(key, promise);
+      .finally(() => flights.delete(key));
+    flights.set(key, promise);
     return promise;
+  }
+
+  return {
+    get(request) {
+      const key = cacheKey(request);
+      const mine = local.get(key);
+      if (usable(mine)) return Promise.resolve(mine.accessToken);
+      return once(getting, key, () => obtain(key, request));
+    },
+    renew(request, refused) {
+      const key = cacheKey(request);
+      return once(renewing, `${key} ${refused}`, () => replace(key, request, refused));
+    },
   };
 }

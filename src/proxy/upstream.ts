@@ -35,8 +35,11 @@ export interface Credential {
   value: string;
 }
 
-/** Gets a fresh credential after the upstream rejected the first (refresh once, retry once). */
-export type Retry = () => Promise<Credential | undefined>;
+/**
+ * Gets a fresh credential after the upstream rejected the first (refresh once, retry once), or
+ * 'pass': no retry, the upstream's answer goes to the browser as it is.
+ */
+export type Retry = () => Promise<Credential | undefined | 'pass'>;
 
 export interface Upstream {
   forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined, retry?: Retry): Promise<void>;
@@ -195,16 +198,21 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         const pending = (req as Retriable)[RETRY];
         (req as Retriable)[RETRY] = undefined;
         if (pending && rejectsToken(proxyRes)) {
-          proxyRes.resume();
+          // The answer is held (not read) until the retry is decided: it may be passed through.
           pending
             .retry()
             .then((credential) => {
+              if (credential === 'pass') return passThrough(proxyRes, res, isGatewayCookie);
+              proxyRes.resume();
               if (pending.header !== undefined) delete req.headers[pending.header];
               if (credential) req.headers[credential.header] = credential.value;
               // req was consumed by the first attempt; an empty stream stands in for its body.
               return checkedServer?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
             })
-            .catch((err: unknown) => options.onError(err instanceof Error ? err : new Error(String(err)), req, res));
+            .catch((err: unknown) => {
+              proxyRes.resume();
+              options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
+            });
           return;
         }
         passThrough(proxyRes, res, isGatewayCookie);

@@ -29,6 +29,13 @@ export interface Keys {
   /** Client-credentials token cache and its lock, per (scopes, resource). */
   clientToken(cacheKey: string): string;
   clientTokenLock(cacheKey: string): string;
+  /**
+   * Cooldown of forced renewals after an upstream refused a token (401 invalid_token): one per
+   * session and resource (same slot as the session; `resourceDigest` empty for the sign-in
+   * token), one per client-token cache key.
+   */
+  refusedSessionToken(sessionDigest: string, resourceDigest: string): string;
+  refusedClientToken(cacheKey: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
 }
@@ -45,6 +52,8 @@ export function createKeys(prefix: string): Keys {
     loginRate: (d, minute) => `${prefix}rl:login:${d}:${minute}`,
     clientToken: (k) => `${prefix}cc:{${k}}`,
     clientTokenLock: (k) => `${prefix}cc-lock:{${k}}`,
+    refusedSessionToken: (d, r) => `${prefix}refused:{${d}}:${r}`,
+    refusedClientToken: (k) => `${prefix}cc-refused:{${k}}`,
     endedChannel: () => `${prefix}ended`,
   };
 }

@@ -1,0 +1,113 @@
+/**
+ * The credential resolver's renewal after an upstream refused a session's token: a token newer
+ * than the refused one is used as it is; the refused one is refreshed only if the cooldown
+ * allows it; otherwise PASS. The refresh coordinator is a stand-in with the real one's contract
+ * (it refreshes only while the record is at the version the caller saw, and otherwise returns
+ * the newer set), counting provider calls; the cooldown runs on the in-process Redis emulation.
+ */
+import { randomBytes } from 'node:crypto';
+import { createSealer } from '../../../src/crypto/seal.js';
+import { createCredentialResolver, PASS, type LoadedSession } from '../../../src/proxy/bearer.js';
+import type { ClientTokens } from '../../../src/proxy/client-token.js';
+import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js';
+import type { ProviderHandle } from '../../../src/oidc/client.js';
+import { createKeys } from '../../../src/redis/keys.js';
+import { createMemoryRedis } from '../../../src/redis/memory.js';
+import type { RedisClient } from '../../../src/redis/client.js';
+import type { RefreshCoordinator } from '../../../src/session/refresh.js';
+import type { TokenSet, VersionedTokens } from '../../../src/session/tokens.js';
+import { createTokenVault } from '../../../src/session/vault.js';
+import { buildTestConfig } from '../../support/config.js';
+
+const config = buildTestConfig({
+  issuer: 'https://idp.example',
+  publicUrl: 'http://127.0.0.1:3000',
+  redisUrl: 'redis://127.0.0.1:1',
+  routes: [{ path: '/api', target: 'http://127.0.0.1:1', auth: 'user' }],
+});
+const vault = createTokenVault(createSealer([randomBytes(32).toString('base64')]));
+const keys = createKeys('bearer-test:');
+const digest = 'session-digest';
+const route = compileRoutes(config.routes).routes[0] as CompiledRoute;
+
+let redis: RedisClient;
+/** The session record as the stand-in coordinator keeps it. */
+let record: VersionedTokens;
+let refreshes: number;
+
+const tokenSet = (n: number): TokenSet => ({ accessToken: `access-${n}`, refreshToken: 'refresh', expiresAt: Math.floor(Date.now() / 1000) + 3600 });
+
+const refresher: RefreshCoordinator = {
+  refresh(_digest, seen) {
+    if (record.version === seen.version) {
+      refreshes++;
+      record = { version: record.version + 1, tokens: tokenSet(record.version + 1) };
+    }
+    return Promise.resolve(record);
+  },
+};
+
+const resolver = () =>
+  createCredentialResolver({
+    config,
+    vault,
+    refresher,
+    provider: {} as ProviderHandle,
+    clock: Date.now,
+    clientTokens: {} as ClientTokens,
+  });
+
+/** The session as a request that started now would have loaded it. */
+const loaded = (): LoadedSession => ({
+  digest,
+  auth: { handle: 'h', sub: 'user-1', iss: 'https://idp.example', claims: {}, scopes: ['openid'], createdAt: Date.now() },
+  tokens: { v: record.version, sealed: vault.seal(digest, record.tokens as TokenSet) },
+});
+
+const bearer = (n: number) => ({ header: 'authorization', value: `Bearer access-${n}` });
+
+beforeEach(async () => {
+  redis = createMemoryRedis();
+  await redis.flushall();
+  record = { version: 0, tokens: tokenSet(0) };
+  refreshes = 0;
+});
+
+afterEach(() => {
+  redis.disconnect();
+});
+
+describe('renewing a refused session token', () => {
+  it('refreshes the current token once, then passes while the cooldown lasts', async () => {
+    const { renew } = resolver();
+    expect(await renew(route, loaded(), bearer(0), { redis, keys })).toEqual(bearer(1));
+    // The new token is refused too: the next request gets the upstream's 401.
+    expect(await renew(route, loaded(), bearer(1), { redis, keys })).toBe(PASS);
+    expect(refreshes).toBe(1);
+  });
+
+  it('uses a token another request already got, without a refresh', async () => {
+    const { renew } = resolver();
+    const stale = loaded();
+    record = { version: 1, tokens: tokenSet(1) };
+    expect(await renew(route, stale, bearer(0), { redis, keys })).toEqual(bearer(1));
+    expect(refreshes).toBe(0);
+  });
+
+  it('catches up with the refresh that produced the refused token before renewing it', async () => {
+    // The request loaded version 0, refreshed it on expiry to version 1, and that token was refused.
+    const { renew } = resolver();
+    record = { version: 0, tokens: { ...tokenSet(0), expiresAt: Math.floor(Date.now() / 1000) - 1 } };
+    const stale = loaded();
+    record = { version: 1, tokens: tokenSet(1) };
+    expect(await renew(route, stale, bearer(1), { redis, keys })).toEqual(bearer(2));
+    expect(refreshes).toBe(1);
+  });
+
+  it('lets requests refused the same token share its refresh, on every instance', async () => {
+    const session = loaded();
+    const renewed = await Promise.all(Array.from({ length: 4 }, () => resolver().renew(route, session, bearer(0), { redis, keys })));
+    expect(renewed).toEqual(Array(4).fill(bearer(1)));
+    expect(refreshes).toBe(1);
+  });
+});
