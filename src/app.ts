@@ -22,6 +22,7 @@ import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
 import { compileTrust } from './proxy/trust.js';
+import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
 
 /**
  * The HTTP server's `request` listener, plus the handler it must call for `upgrade` events and
@@ -119,7 +120,19 @@ export function createApp(runtime: Runtime): GatewayApp {
       headers: ownHeaders,
     }),
   );
-  const handleRequest = (req: IncomingMessage, res: ServerResponse) => {
+  // One canonical request target for everything behind this point, proxy and Express alike
+  // (SPEC §4): routes are matched, and upstreams called, on the very path that was checked.
+  // A refused target goes the way of a failed proxied call, to the one error renderer.
+  const handleRequest = (req: Failed, res: ServerResponse) => {
+    const target = canonicalTarget(req.url);
+    if (typeof target !== 'string') {
+      // Express routes only origin-form targets: give it one to reach the error handler with.
+      if (target.refused === 'not_origin_form') req.url = '/';
+      req[FAILED] = { error: refusedPath(target) };
+      app(req, res);
+      return;
+    }
+    req.url = target;
     if (!proxy.handle(req, res)) app(req, res);
   };
   return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app });

@@ -4,6 +4,7 @@
  * values live only in config/default.yaml.
  */
 import { z } from 'zod';
+import { canonicalPath } from './canonical-path.js';
 import { parseCidr } from './cidr.js';
 import { isLoopbackHost } from './hosts.js';
 import { unsafeSettings } from './safety.js';
@@ -22,8 +23,11 @@ const routePath = z
   .string()
   .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, { message: 'must be a path starting with "/"' })
   .refine((p) => p === '/' || !p.endsWith('/'), { message: 'must not end with "/"' })
-  .refine((p) => !p.split('/').some((s) => s === '.' || s === '..'), {
-    message: 'must not contain "." or ".." segments',
+  // The form requests are matched in (canonical-path.ts): a route written otherwise could
+  // never match, or would match something else than it says.
+  .refine((p) => canonicalPath(p) === p, {
+    message:
+      'must be canonical: no "." or ".." segments, "//" or ";", no %2F, %5C, %3F, %23, %25 or control-character escapes; letters, digits and "-._~" not %-encoded, other escapes in uppercase hex',
   });
 
 const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, {

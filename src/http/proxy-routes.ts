@@ -1,7 +1,10 @@
 /**
  * Proxied API calls (SPEC §4), one named step after another:
  *
- *   requireCsrf → rejectAmbiguousPath → readSession → attachCredential → forward
+ *   requireCsrf → readSession → attachCredential → forward
+ *
+ * The request target is already canonical here (app.ts canonicalises it once, at the edge,
+ * proxy/canonical-path.ts): routes are matched, and the upstream is called, on that one path.
  *
  * readSession verifies the cookie and reads the record with one GETEX; express-session is not
  * involved on this path (it never writes the session).
@@ -16,7 +19,7 @@ import type { Runtime } from '../runtime.js';
 import { GatewayError } from '../errors.js';
 import { createCredentialResolver, needsSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
-import { compileRoutes, isAmbiguousPath, type CompiledRoute } from '../proxy/routes.js';
+import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
@@ -35,7 +38,10 @@ export interface ProxyHooks {
   meter(req: IncomingMessage, res: ServerResponse, label: string): void;
 }
 
-/** The path of an origin-form request target; undefined for any other form. */
+/**
+ * The path of a request target already made canonical at the edge (app.ts); undefined for a
+ * target that is not origin-form (refused there, never served here).
+ */
 function pathOf(url: string | undefined): string | undefined {
   if (url === undefined || url.charCodeAt(0) !== 47 /* / */) return undefined;
   const q = url.indexOf('?');
@@ -121,9 +127,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     return { credential, retry };
   }
 
-  async function serve(req: IncomingMessage, res: ServerResponse, route: CompiledRoute, path: string): Promise<void> {
+  async function serve(req: IncomingMessage, res: ServerResponse, route: CompiledRoute): Promise<void> {
     if (req.headers[csrfHeader] !== '1') throw new GatewayError('csrf_check_failed');
-    if (isAmbiguousPath(path)) throw new GatewayError('invalid_request', { description: 'The request path is ambiguous.' });
     const { credential, retry } = await attachCredential(req, res, route);
     await (upstreams.get(route.path) as Upstream).forward(req, res, credential, retry);
   }
@@ -133,7 +138,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     const route = path === undefined ? undefined : match(path);
     if (!route || path === undefined) return false;
     hooks.meter(req, res, route.path);
-    serve(req, res, route, path).catch((err: unknown) => hooks.fail(req, res, err));
+    serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err));
     return true;
   }
   return { handle, upgrade: websockets.handle };

@@ -2,42 +2,58 @@
  * config.routes compiled once into a longest-prefix matcher (pure). A route's path matches
  * itself and everything below it on a segment boundary: `/api` matches `/api` and `/api/x`,
  * never `/apix`.
+ *
+ * Requests arrive canonical (canonical-path.ts). They are matched with every remaining escape
+ * decoded, as a decoding upstream reads them: a route `/api/a!b` and a request `/api/a%21b`
+ * are the same place. Config route paths are canonical too (the schema says so) and compared
+ * in the same decoded form. Decoding never produces a "/", so segment boundaries are the same
+ * in both forms.
  */
 import type { RouteConfig } from '../config/schema.js';
+import { decodePath } from './canonical-path.js';
 
 export interface CompiledRoute extends RouteConfig {
-  /** Path forwarded upstream for a request path (query excluded). */
+  /** Path forwarded upstream for a canonical request path under this route (query excluded). */
   upstreamPath(requestPath: string): string;
 }
 
-export type RouteMatcher = (pathname: string) => CompiledRoute | undefined;
+export type RouteMatcher = (canonicalPath: string) => CompiledRoute | undefined;
+
+function segmentCount(path: string): number {
+  let count = 0;
+  for (let i = 0; i < path.length; i++) if (path.charCodeAt(i) === 0x2f) count++;
+  return count;
+}
 
 export function compileRoute(route: RouteConfig): CompiledRoute {
+  const segments = segmentCount(route.path);
   return {
     ...route,
     upstreamPath(requestPath) {
       if (!route.stripPrefix) return requestPath;
-      const rest = requestPath.slice(route.path.length);
-      return rest === '' ? '/' : rest;
+      // By segments, not characters: `/api/a%21b` under route `/api/a!b` loses both segments.
+      let at = 0;
+      for (let k = 0; k < segments; k++) {
+        at = requestPath.indexOf('/', at + 1);
+        if (at === -1) return '/';
+      }
+      return requestPath.slice(at);
     },
   };
 }
 
 export function compileRoutes(routes: readonly RouteConfig[]): { routes: CompiledRoute[]; match: RouteMatcher } {
-  const compiled = routes.map(compileRoute).sort((a, b) => b.path.length - a.path.length);
+  const compiled = routes
+    .map((route) => ({ route: compileRoute(route), decoded: decodePath(route.path) }))
+    .sort((a, b) => b.decoded.length - a.decoded.length);
   return {
-    routes: compiled,
-    match: (pathname) =>
-      compiled.find((r) => pathname === r.path || (pathname.startsWith(r.path) && pathname[r.path.length] === '/')),
+    routes: compiled.map((c) => c.route),
+    match(canonicalPath) {
+      const path = decodePath(canonicalPath);
+      for (const { route, decoded } of compiled) {
+        if (path.startsWith(decoded) && (path.length === decoded.length || path.charCodeAt(decoded.length) === 0x2f)) return route;
+      }
+      return undefined;
+    },
   };
-}
-
-/**
- * Paths an upstream might resolve differently from us: dot segments (also percent-encoded),
- * encoded slashes or backslashes. Refused, so a request can never reach a part of an upstream
- * that its route's checks did not cover.
- */
-export function isAmbiguousPath(pathname: string): boolean {
-  if (pathname.includes('\\') || /%(2f|5c)/i.test(pathname)) return true;
-  return pathname.split('/').some((segment) => /^(\.|%2e){1,2}$/i.test(segment));
 }
