@@ -71,6 +71,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
       createUpstream({
         route,
         trust,
+        stripRequestHeaders: config.server.stripRequestHeaders,
         publicUrl: new URL(config.server.publicUrl),
         isGatewayCookie,
         onError(err, req, res) {

@@ -1,5 +1,7 @@
 /**
- * WebSocket upgrades (SPEC §4). Browsers cannot add the CSRF header to an upgrade, so the
+ * WebSocket upgrades (SPEC §4). The request target is made canonical first, by the same rules
+ * as every HTTP request (proxy/canonical-path.ts): the route is matched, and the upstream
+ * handshake sent, on that one path. Browsers cannot add the CSRF header to an upgrade, so the
  * checks are: the route allows WebSockets, `Origin` equals publicUrl, and the session cookie
  * names a live session. The upstream handshake carries the Bearer token. Open sockets are
  * re-checked every few seconds, so one whose session ended (logout, back-channel logout,
@@ -13,6 +15,7 @@ import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
+import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import type { SessionRecords } from '../session/records.js';
@@ -82,15 +85,19 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   }
 
   async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
-    const pathname = (req.url ?? '/').split('?')[0] as string;
-    const route = deps.match(pathname);
+    const target = canonicalTarget(req.url);
+    if (typeof target !== 'string') throw refusedPath(target);
+    req.url = target;
+    const q = target.indexOf('?');
+    const route = deps.match(q === -1 ? target : target.slice(0, q));
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
     const credential = await deps.resolveCredential(route, session);
     if (session?.tokens) track(session.digest, socket, route.path);
-    (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
+    // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.
+    await (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
   }
 
   return {

@@ -8,6 +8,91 @@ import type { TrustHop } from './trust.js';
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip'];
 const CONNECTION_TOKENS_KEPT = new Set(['keep-alive', 'close', 'upgrade']);
 
+/**
+ * Hop-by-hop request headers (RFC 9110 §7.6.1): they describe the browser's connection to the
+ * gateway, not the gateway's pooled connection to the upstream. `Proxy-*` goes too (by prefix).
+ * `Upgrade` is set again by the gateway itself on a real WebSocket handshake.
+ */
+export const HOP_BY_HOP_REQUEST_HEADERS: readonly string[] = ['connection', 'keep-alive', 'te', 'trailer', 'upgrade'];
+
+/**
+ * Headers a browser must not be able to set for the upstream: URL rewrites some frameworks and
+ * proxies honour (IIS/Symfony X-Original-URL, X-Rewrite-URL), client addresses that CDNs and
+ * load balancers set and upstreams trust (the gateway's own is in X-Forwarded-For), and method
+ * overrides (a GET that the upstream runs as DELETE, past the gateway's method checks).
+ */
+export const IDENTITY_REQUEST_HEADERS: readonly string[] = [
+  'x-original-url',
+  'x-rewrite-url',
+  'true-client-ip',
+  'x-client-ip',
+  'cf-connecting-ip',
+  'x-cluster-client-ip',
+  'fastly-client-ip',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+];
+
+/**
+ * Never removed because `Connection` names them: they frame the message or name its target,
+ * and the gateway, not the browser, decides those for the upstream hop (RFC 9110 §7.6.1 forbids
+ * naming them anyway). Dropping Transfer-Encoding of a chunked body would desynchronise the
+ * upstream connection.
+ */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/** "proxy-..." (Proxy-Authorization, Proxy-Connection, Proxy-Authenticate): for a proxy, not for us to pass on. */
+const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /* p */ && lower.startsWith('proxy-');
+
+/**
+ * Compiles the request header strip list once (built-in lists plus server.stripRequestHeaders):
+ * the returned function removes, in place, every header of a browser request that must not
+ * reach the upstream. One pass over the header names; the Connection header is parsed only
+ * when it names more than keep-alive or close.
+ */
+export function compileRequestHeaderStrip(extra: readonly string[] = []): (headers: IncomingHttpHeaders) => void {
+  const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => h.toLowerCase())]);
+  return (headers) => {
+    const connection = headers.connection;
+    if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') {
+      for (const name of connectionNominated(headers)) if (!FRAMING.has(name)) delete headers[name];
+    }
+    for (const name in headers) if (strip.has(name) || isProxyHeader(name)) delete headers[name];
+  };
+}
+
+/** Hop-by-hop response headers (RFC 9110 §7.6.1); the gateway frames its own answer to the browser. */
+const HOP_BY_HOP_RESPONSE = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
+
+/**
+ * An upstream response's raw header list (name, value, name, value...) without its hop-by-hop
+ * headers (those above, Proxy-*, and the ones its Connection names) and without Set-Cookie
+ * values that would overwrite the gateway's own cookies. Order and case are kept. The gateway's
+ * HTTP server then frames the answer itself (Content-Length kept, else chunked or close).
+ */
+export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean): string[] {
+  const out: string[] = [];
+  let connection: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    const lower = name.toLowerCase();
+    if (lower === 'connection') connection = connection === undefined ? value : `${connection}, ${value}`;
+    if (HOP_BY_HOP_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
+    if (lower === 'set-cookie' && isOurs(cookieName(value))) continue;
+    out.push(name, value);
+  }
+  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return out;
+  const named = new Set(connectionNominated({ connection }));
+  if (named.size === 0) return out;
+  const kept: string[] = [];
+  for (let i = 0; i < out.length; i += 2) {
+    if (!named.has((out[i] as string).toLowerCase())) kept.push(out[i] as string, out[i + 1] as string);
+  }
+  return kept;
+}
+
 function cookieName(pair: string): string {
   const eq = pair.indexOf('=');
   return (eq === -1 ? pair : pair.slice(0, eq)).trim();

@@ -14,14 +14,17 @@ import {
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
-import { connectionNominated, filterSetCookie, forwardingHeaders, stripCookies } from './headers.js';
+import { compileRequestHeaderStrip, forwardingHeaders, responseHeaders, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
+import { openTunnel } from './websocket-tunnel.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
   trust: TrustHop;
+  /** server.stripRequestHeaders: request headers never forwarded, besides the built-in list (headers.ts). */
+  stripRequestHeaders?: readonly string[];
   publicUrl: URL;
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
@@ -43,7 +46,11 @@ export type Retry = () => Promise<Credential | undefined | 'pass'>;
 
 export interface Upstream {
   forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined, retry?: Retry): Promise<void>;
-  upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, credential: Credential | undefined): void;
+  /**
+   * Opens the upstream WebSocket: resolves once the browser has the upstream's 101; rejects
+   * with a GatewayError (nothing written to the socket yet) when there is no 101 to pass on.
+   */
+  upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, credential: Credential | undefined): Promise<void>;
   close(): void;
 }
 
@@ -56,28 +63,18 @@ export function isBodyless(req: http.IncomingMessage): boolean {
   return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive']);
-
 const RETRY = Symbol('retry');
 type Retriable = http.IncomingMessage & { [RETRY]?: { retry: Retry; header: string | undefined } | undefined };
 
 /**
- * What httpxy does for a response it handles itself: status, headers, streamed body. One
- * writeHead with the raw header list (order and case kept) instead of a setHeader per header;
- * Set-Cookie values that would overwrite the gateway's cookies are left out.
+ * Every upstream answer is written by the gateway itself rather than by httpxy (whose writer
+ * copies the upstream's Connection, or the browser's, into the answer): status, headers, streamed
+ * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
+ * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
+ * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
  */
 function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean): void {
-  const raw = proxyRes.rawHeaders;
-  const headers: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    const value = raw[i + 1] as string;
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower)) continue;
-    if (lower === 'set-cookie' && filterSetCookie([value], isGatewayCookie)?.length === 0) continue;
-    headers.push(name, value);
-  }
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, headers);
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, responseHeaders(proxyRes.rawHeaders, isGatewayCookie));
   proxyRes.pipe(res);
 }
 
@@ -101,6 +98,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   });
   const publicProtocol = options.publicUrl.protocol.slice(0, -1);
   const publicHost = options.publicUrl.host;
+  const stripRequestHeaders = compileRequestHeaderStrip(options.stripRequestHeaders);
+
+  /** The upstream request target for a canonical one: the route's path rule, the query as sent. */
+  function upstreamTarget(url: string): string {
+    const q = url.indexOf('?');
+    if (q === -1) return route.upstreamPath(url);
+    return route.upstreamPath(url.slice(0, q)) + url.slice(q);
+  }
 
   /**
    * The upstream request's headers, written into req.headers before proxying: httpxy copies
@@ -108,9 +113,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
    */
   function prepareHeaders(req: http.IncomingMessage, credential: Credential | undefined): void {
     const headers = req.headers;
-    if (headers.connection !== undefined && headers.connection !== 'keep-alive') {
-      for (const name of connectionNominated(headers)) delete headers[name];
-    }
+    // Hop-by-hop and identity headers first: a browser's `Connection: close` must not reach an
+    // upstream connection that the gateway's agent keeps in its pool.
+    stripRequestHeaders(headers);
     if (headers.authorization !== undefined) delete headers.authorization;
     if (headers.cookie !== undefined) {
       const cookie = stripCookies(headers.cookie, isGatewayCookie);
@@ -141,11 +146,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     ws: false,
     agent,
     ejectPlugins: true,
-    pathRewrite: (path: string) => {
-      const q = path.indexOf('?');
-      const pathname = q === -1 ? path : path.slice(0, q);
-      return route.upstreamPath(pathname) + (q === -1 ? '' : path.slice(q));
-    },
+    pathRewrite: upstreamTarget,
   };
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
@@ -165,13 +166,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   // Everything streams through this one.
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
+    selfHandleResponse: true,
     plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
     on: {
       ...on,
-      proxyRes(proxyRes) {
+      proxyRes(proxyRes, _req, res) {
         answered(proxyRes);
-        const kept = filterSetCookie(proxyRes.headers['set-cookie'], isGatewayCookie);
-        if (kept !== undefined) proxyRes.headers['set-cookie'] = kept;
+        passThrough(proxyRes, res, isGatewayCookie);
       },
     },
   });
@@ -231,7 +232,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
     upgrade(req, socket, head, credential) {
       prepareHeaders(req, credential);
-      proxy.upgrade(req, socket, head);
+      const path = upstreamTarget(req.url ?? '/');
+      return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
     },
     close() {
       deadlines.close();

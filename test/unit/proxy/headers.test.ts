@@ -1,5 +1,5 @@
 import { compileTrust } from '../../../src/proxy/trust.js';
-import { connectionNominated, filterSetCookie, forwardingHeaders, stripCookies } from '../../../src/proxy/headers.js';
+import { compileRequestHeaderStrip, connectionNominated, filterSetCookie, forwardingHeaders, responseHeaders, stripCookies } from '../../../src/proxy/headers.js';
 
 const ours = (name: string) => name === 'bff' || name.startsWith('bff-login.');
 
@@ -47,5 +47,65 @@ describe('proxied request headers', () => {
 
   it("drops upstream Set-Cookie headers that would overwrite the gateway's cookies", () => {
     expect(filterSetCookie(['bff=attacker; Path=/', 'theirs=1; Path=/'], ours)).toEqual(['theirs=1; Path=/']);
+  });
+});
+
+describe('hop-by-hop and identity headers', () => {
+  it('removes hop-by-hop, Proxy-*, identity and configured headers, and what Connection names, keeping framing', () => {
+    const headers: Record<string, string | string[] | undefined> = {
+      host: 'gw.example',
+      connection: 'close, Authorization, X-Forwarded-For, x-private, content-length, transfer-encoding, host',
+      'keep-alive': 'timeout=5',
+      te: 'trailers',
+      trailer: 'x-checksum',
+      upgrade: 'h2c',
+      'proxy-authorization': 'Basic eA==',
+      'proxy-connection': 'keep-alive',
+      authorization: 'Bearer from-browser',
+      'x-forwarded-for': '6.6.6.6',
+      'x-private': '1',
+      'content-length': '3',
+      'transfer-encoding': 'chunked',
+      'x-original-url': '/admin',
+      'x-rewrite-url': '/admin',
+      'true-client-ip': '1.1.1.1',
+      'x-client-ip': '1.1.1.1',
+      'cf-connecting-ip': '1.1.1.1',
+      'x-cluster-client-ip': '1.1.1.1',
+      'fastly-client-ip': '1.1.1.1',
+      'x-http-method-override': 'DELETE',
+      'x-http-method': 'DELETE',
+      'x-method-override': 'DELETE',
+      'x-internal-user': 'admin',
+      accept: 'application/json',
+      'x-csrf': '1',
+    };
+    compileRequestHeaderStrip(['X-Internal-User'])(headers);
+    expect(headers).toEqual({ host: 'gw.example', 'content-length': '3', 'transfer-encoding': 'chunked', accept: 'application/json', 'x-csrf': '1' });
+  });
+
+  it('leaves a plain request alone', () => {
+    const headers = { host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' };
+    compileRequestHeaderStrip()(headers);
+    expect(headers).toEqual({ host: 'gw.example', accept: '*/*', cookie: 'a=1' });
+  });
+
+  it("drops the upstream's hop-by-hop response headers and what its Connection names, in order and case", () => {
+    const raw = [
+      'Content-Type', 'text/plain',
+      'Connection', 'keep-alive, X-Hop',
+      'Keep-Alive', 'timeout=5',
+      'Transfer-Encoding', 'chunked',
+      'Trailer', 'X-Sum',
+      'TE', 'trailers',
+      'Upgrade', 'h2c',
+      'Proxy-Authenticate', 'Basic',
+      'Proxy-Connection', 'keep-alive',
+      'X-Hop', 'secret',
+      'Set-Cookie', 'bff=evil',
+      'Set-Cookie', 'theirs=1',
+      'X-Kept', 'yes',
+    ];
+    expect(responseHeaders(raw, ours)).toEqual(['Content-Type', 'text/plain', 'Set-Cookie', 'theirs=1', 'X-Kept', 'yes']);
   });
 });

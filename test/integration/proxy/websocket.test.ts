@@ -1,0 +1,123 @@
+/**
+ * WebSocket upgrades at the trust boundary (SPEC §4): the same canonical path as HTTP calls, the
+ * gateway's own hop-by-hop headers on the handshake, and no upstream answer but a 101 ever
+ * relayed. Upgrade requests are written raw on a net.Socket: WebSocket clients normalise dot
+ * segments before sending. Real provider, real Redis, real upstreams.
+ */
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { rawExchange } from '../../support/raw-http.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+
+let stack: Stack;
+let live: Upstream;
+let cookie: string;
+/** An upstream that answers every upgrade with its own error page, headers and cookie. */
+let refusing: http.Server;
+let refusingUrl: string;
+let refusedUpgrades = 0;
+
+beforeAll(async () => {
+  live = await startUpstream({ websocket: true });
+  refusing = http.createServer((_req, res) => res.writeHead(404).end());
+  refusing.on('upgrade', (_req, socket: Socket) => {
+    refusedUpgrades++;
+    const body = 'upstream error page';
+    socket.end(
+      `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Upstream-Secret: s3cr3t\r\nSet-Cookie: upstream_session=1; Path=/\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+  });
+  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+  refusingUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}`;
+  stack = await startStack({
+    config: {
+      routes: [
+        { path: '/live', target: live.url, auth: 'user', websocket: true },
+        { path: '/internal', target: live.url, auth: 'user', websocket: true },
+        { path: '/refusing', target: refusingUrl, auth: 'user', websocket: true },
+      ],
+    },
+  });
+  const client = new BrowserClient();
+  await signIn(client, stack.gateway.url);
+  cookie = client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
+});
+
+afterAll(async () => {
+  await stack?.close();
+  await live?.close();
+  refusing?.closeAllConnections();
+  await new Promise((resolve) => refusing?.close(resolve));
+});
+
+beforeEach(() => {
+  live.reset();
+  refusedUpgrades = 0;
+});
+
+/** A raw upgrade request, with a valid handshake, the session cookie and the right Origin. */
+const upgrade = (target: string, headers: Record<string, string> = {}) =>
+  rawExchange(stack.gateway.url, {
+    target,
+    upgrade: true,
+    headers: {
+      upgrade: 'websocket',
+      connection: 'Upgrade',
+      'sec-websocket-key': randomBytes(16).toString('base64'),
+      'sec-websocket-version': '13',
+      origin: stack.config.derived.publicOrigin,
+      cookie: `${stack.config.derived.sessionCookieName}=${cookie}`,
+      ...headers,
+    },
+  });
+
+describe('WebSocket upgrades', () => {
+  it.each(['/live/../internal/keys', '/live/%2e%2e/internal/keys', '/live/.%2E/internal/keys', '/live/..;/internal/keys', '/live//internal/keys', '/live/%252e%252e/internal/keys'])(
+    'refuses the traversal %s with 400 invalid_request, upstream never contacted',
+    async (target) => {
+      const res = await upgrade(target);
+      expectErrorBody(res, 'invalid_request', 400);
+      expect(res.headers.get('connection')).toBe('close');
+      expect(live.wsConnections).toHaveLength(0);
+      expect(live.requests).toHaveLength(0);
+    },
+  );
+
+  it('upgrades on the canonical path, with only the gateway’s own connection headers and the Bearer token upstream', async () => {
+    const res = await upgrade(
+      '/live/%73ocket?room=%2e%2e',
+      {
+        connection: 'Upgrade, X-Named',
+        'x-named': 'hop-only',
+        'keep-alive': 'timeout=99',
+        'proxy-authorization': 'Basic cHJveHk6cHJveHk=',
+        'x-original-url': '/internal/keys',
+      },
+    );
+    expect(res.status).toBe(101);
+    expect(res.headers.get('upgrade')).toBe('websocket');
+    expect(res.headers.get('sec-websocket-accept')).toEqual(expect.any(String));
+    const seen = live.wsConnections[0];
+    expect(seen?.url).toBe('/live/socket?room=%2e%2e');
+    expect(seen?.headers.connection).toBe('Upgrade');
+    expect(seen?.headers.upgrade).toBe('websocket');
+    for (const name of ['x-named', 'keep-alive', 'proxy-authorization', 'x-original-url']) expect([name, seen?.headers[name]]).toEqual([name, undefined]);
+    const tokens = await tokensOfSession(stack.gateway, cookie);
+    expect(seen?.headers.authorization).toBe(`Bearer ${tokens?.accessToken}`);
+  });
+
+  it("answers an upstream's non-101 with 502 bad_gateway, never its status, headers or body", async () => {
+    const res = await upgrade('/refusing/socket');
+    expect(refusedUpgrades).toBe(1);
+    expectErrorBody(res, 'bad_gateway', 502);
+    expect(res.headers.get('connection')).toBe('close');
+    expect(res.headers.get('x-upstream-secret')).toBeNull();
+    expect(res.headers.get('set-cookie')).toBeNull();
+    expect(res.text).not.toContain('upstream error page');
+  });
+});
