@@ -70,9 +70,33 @@ function withTimeout<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T
   ]);
 }
 
-function record(context: BrowserContext): Recorder {
+/**
+ * Records every request and response of a context. Bodies are read by Playwright once each
+ * request has finished; a body the page fetched and then navigated away from can no longer be
+ * read that way, so an init script also hands the recorder every body page scripts receive
+ * through fetch() (what JavaScript could see), as the page reads it.
+ */
+async function record(context: BrowserContext): Promise<Recorder> {
   const requests: string[] = [];
   const pending: Promise<SeenResponse>[] = [];
+  const fetched = new Map<string, string[]>();
+  await context.exposeBinding('__bffTestSawFetch', (_source, url: string, body: string) => {
+    fetched.set(url, [...(fetched.get(url) ?? []), body]);
+  });
+  await context.addInitScript(() => {
+    // Runs in the page (the project's TypeScript has no DOM library: globalThis stands in for window).
+    const page = globalThis as unknown as { fetch: typeof fetch; __bffTestSawFetch: (url: string, body: string) => Promise<void> };
+    const original = page.fetch.bind(globalThis);
+    page.fetch = async (...args: Parameters<typeof fetch>) => {
+      const response = await original(...args);
+      response
+        .clone()
+        .text()
+        .then((body: string) => page.__bffTestSawFetch(response.url, body))
+        .catch(() => undefined);
+      return response;
+    };
+  });
   context.on('request', (request) => void requests.push(request.url()));
   // Read once the request has finished: the whole body is there and text() answers at once
   // (read at 'response' time, a body the page never consumes can stall until the timeout).
@@ -89,7 +113,14 @@ function record(context: BrowserContext): Recorder {
       })(),
     );
   });
-  return { requests, responses: () => Promise.all(pending) };
+  return {
+    requests,
+    async responses() {
+      const seen = await Promise.all(pending);
+      // A body Playwright could not read is taken from what the page's script read, if it did.
+      return seen.map((r) => (r.body === undefined && fetched.has(r.url) ? { ...r, body: (fetched.get(r.url) ?? []).join('\n') } : r));
+    },
+  };
 }
 
 const TOKEN_IN_URL = /[?&#](code|access_token|id_token|refresh_token)=/;
@@ -100,6 +131,17 @@ function secretsOf(tokens: TokenSet | undefined): Record<string, string> {
   if (tokens?.accessToken) out.accessToken = tokens.accessToken;
   if (tokens?.refreshToken) out.refreshToken = tokens.refreshToken;
   return out;
+}
+
+/**
+ * Responses whose body the browser received but the recorder could not read. A body that
+ * cannot be read cannot be shown leak-free, so only answers that have none may be unreadable:
+ * redirects, 204/304, and requests that got no response at all.
+ */
+function unreadableBodies(responses: SeenResponse[]): string[] {
+  return responses
+    .filter((r) => r.body === undefined && r.status !== 0 && r.status !== 204 && r.status !== 304 && (r.status < 300 || r.status >= 400))
+    .map((r) => `${r.status} ${r.url.slice(0, 80)}`);
 }
 
 /** Fails naming the secret and where it was found, without printing the secret. */
@@ -129,7 +171,7 @@ async function newContext(): Promise<{ context: BrowserContext; page: Page; reco
   contexts.push(context);
   context.setDefaultTimeout(WAIT_MS);
   context.setDefaultNavigationTimeout(WAIT_MS);
-  const recorder = record(context);
+  const recorder = await record(context);
   const page = await context.newPage();
   return { context, page, recorder };
 }
@@ -275,6 +317,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     const responses = await recorder.responses();
     const read = responses.filter((r) => r.body !== undefined).map((r) => new URL(r.url).pathname);
     expect(read).toEqual(expect.arrayContaining(['/', '/app.js', '/auth/user', '/api/hello']));
+    expect(unreadableBodies(responses)).toEqual([]);
     const leaks = responses
       .map((r) => ({ url: r.url, inBody: findSecret(r.body ?? '', secrets), inHeaders: findSecret(r.headers, secrets) }))
       .filter((r) => r.inBody !== undefined || r.inHeaders !== undefined);
@@ -375,7 +418,9 @@ run('the demo SPA in Chromium (embedded default)', () => {
 
     // Sign-out included (its logoutUrl carries only the ID token, as id_token_hint): nothing the
     // browser received or requested in this profile holds the new access or refresh token.
-    const leaks = (await main.recorder.responses())
+    const seen = await main.recorder.responses();
+    expect(unreadableBodies(seen)).toEqual([]);
+    const leaks = seen
       .map((r) => ({ url: r.url.slice(0, 80), inBody: findSecret(r.body ?? '', secrets), inHeaders: findSecret(r.headers, secrets) }))
       .filter((r) => r.inBody !== undefined || r.inHeaders !== undefined);
     expect(leaks).toEqual([]);
