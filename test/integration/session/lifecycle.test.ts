@@ -103,6 +103,24 @@ describe('GET and DELETE /auth/sessions', () => {
     expectErrorBody(await a.client.request('DELETE', `${gw.url}/auth/sessions/${bId}`, { headers: csrf }), 'not_found', 404);
   });
 
+  // Mutation check: registry.list reporting `lastActiveAt: clock()` (or createdAt) fails this.
+  it('reports lastActiveAt from the last request (the idle TTL left), not the sign-in time', async () => {
+    const a = await browser('alice');
+    const key = gw.runtime.keys.session(digest(sessionIdFromCookie(a.cookie)));
+    const lastActive = async () => {
+      const list = (await a.client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json() as Array<{ lastActiveAt: string; current: boolean }>;
+      return Date.parse(list.find((s) => s.current)?.lastActiveAt ?? '');
+    };
+    // As if the last request was 10 minutes ago: the record has 10 minutes less to live.
+    await gw.runtime.redis.pexpire(key, config.session.idleTimeoutSeconds * 1000 - 600_000);
+    // The listing itself is a request that slides the TTL, so ask the registry directly first.
+    const [entry] = (await gw.runtime.registry.list(config.oidc.issuer, 'alice')).filter((s) => s.digest === digest(sessionIdFromCookie(a.cookie)));
+    expect(clock.now() - (entry?.lastActiveAt as number)).toBeGreaterThanOrEqual(598_000);
+    expect(clock.now() - (entry?.lastActiveAt as number)).toBeLessThanOrEqual(605_000);
+    // A request now makes it now.
+    expect(Math.abs(clock.now() - (await lastActive()))).toBeLessThan(5_000);
+  });
+
   it('answers 401 without a session and 404 for malformed ids', async () => {
     expectErrorBody(await new BrowserClient().get(`${gw.url}/auth/sessions`, { headers: csrf }), 'login_required', 401);
     const a = await browser('alice');
@@ -242,21 +260,36 @@ describe('key rotation', () => {
 
 describe('timeouts', () => {
   it('ends a session after the idle timeout, counted from the last request', async () => {
+    // The idle timeout is the Redis TTL, which runs on Redis's clock: the test waits on what
+    // Redis reports (the key's remaining TTL, then its absence) rather than on sleeps.
+    const IDLE_MS = 4_000;
     const reserved = await reserveServer();
     const p = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
     const short = await startTestGateway(
-      buildTestConfig({ issuer: p.issuer, publicUrl: reserved.url, session: { idleTimeoutSeconds: 2, absoluteTimeoutSeconds: 3600 } }),
+      buildTestConfig({ issuer: p.issuer, publicUrl: reserved.url, session: { idleTimeoutSeconds: IDLE_MS / 1000, absoluteTimeoutSeconds: 3600 } }),
       reserved,
     );
+    const key = (b: Browser) => short.runtime.keys.session(digest(sessionIdFromCookie(b.cookie)));
+    const waitFor = async (what: string, check: () => Promise<boolean>) => {
+      const deadline = performance.now() + 15_000;
+      while (!(await check())) {
+        if (performance.now() > deadline) throw new Error(`${what}: not within 15 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
     try {
       const a = await browser('alice', short);
-      // Activity keeps it alive past one idle period...
+      const started = performance.now();
+      // Activity keeps it alive past one idle period: three times, half the period goes by
+      // (as Redis counts it) and a request slides it back to the full period.
       for (let i = 0; i < 3; i++) {
-        await new Promise((r) => setTimeout(r, 900));
+        await waitFor('half the idle period', async () => (await short.runtime.redis.pttl(key(a))) < IDLE_MS / 2);
         expect(await userStatus(a, short)).toBe(200);
+        expect(await short.runtime.redis.pttl(key(a))).toBeGreaterThan(IDLE_MS / 2);
       }
-      // ...and inactivity ends it.
-      await new Promise((r) => setTimeout(r, 3000));
+      expect(performance.now() - started).toBeGreaterThan(IDLE_MS);
+      // ...and inactivity ends it: Redis drops the record, and the cookie reads as signed out.
+      await waitFor('the record to expire', async () => (await short.runtime.redis.exists(key(a))) === 0);
       expectErrorBody(await a.client.get(`${short.url}/auth/user`, { headers: csrf }), 'login_required', 401);
     } finally {
       await short.close();
