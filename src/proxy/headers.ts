@@ -11,9 +11,10 @@ const CONNECTION_TOKENS_KEPT = new Set(['keep-alive', 'close', 'upgrade']);
 /**
  * Hop-by-hop request headers (RFC 9110 §7.6.1): they describe the browser's connection to the
  * gateway, not the gateway's pooled connection to the upstream. `Proxy-*` goes too (by prefix).
- * `Upgrade` is set again by the gateway itself on a real WebSocket handshake.
+ * `Connection` itself is replaced by the gateway's own (see compileRequestHeaderStrip); `Upgrade`
+ * is set again by the gateway itself on a real WebSocket handshake.
  */
-export const HOP_BY_HOP_REQUEST_HEADERS: readonly string[] = ['connection', 'keep-alive', 'te', 'trailer', 'upgrade'];
+export const HOP_BY_HOP_REQUEST_HEADERS: readonly string[] = ['keep-alive', 'te', 'trailer', 'upgrade'];
 
 /**
  * Headers a browser must not be able to set for the upstream: URL rewrites some frameworks and
@@ -50,13 +51,21 @@ const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /*
  * the returned function removes, in place, every header of a browser request that must not
  * reach the upstream. One pass over the header names; the Connection header is parsed only
  * when it names more than keep-alive or close.
+ *
+ * The browser's Connection becomes the gateway's own, `keep-alive`: the upstream hop is a pooled
+ * keep-alive connection, and that is what the agent would send anyway. (A browser's `close`
+ * forwarded as is made the upstream close a socket the agent kept in its pool.) Overwritten
+ * rather than deleted, and only when it differs: a delete would turn every request's header
+ * object into a slow dictionary for the rest of its way (httpxy copies it again).
  */
 export function compileRequestHeaderStrip(extra: readonly string[] = []): (headers: IncomingHttpHeaders) => void {
   const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => h.toLowerCase())]);
+  strip.delete('connection');
   return (headers) => {
     const connection = headers.connection;
-    if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') {
-      for (const name of connectionNominated(headers)) if (!FRAMING.has(name)) delete headers[name];
+    if (connection !== undefined && connection !== 'keep-alive') {
+      if (connection !== 'close') for (const name of connectionNominated(headers)) if (!FRAMING.has(name)) delete headers[name];
+      headers.connection = 'keep-alive';
     }
     for (const name in headers) if (strip.has(name) || isProxyHeader(name)) delete headers[name];
   };

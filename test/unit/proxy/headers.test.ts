@@ -81,13 +81,19 @@ describe('hop-by-hop and identity headers', () => {
       'x-csrf': '1',
     };
     compileRequestHeaderStrip(['X-Internal-User'])(headers);
-    expect(headers).toEqual({ host: 'gw.example', 'content-length': '3', 'transfer-encoding': 'chunked', accept: 'application/json', 'x-csrf': '1' });
+    expect(headers).toEqual({ host: 'gw.example', connection: 'keep-alive', 'content-length': '3', 'transfer-encoding': 'chunked', accept: 'application/json', 'x-csrf': '1' });
   });
 
-  it('leaves a plain request alone', () => {
-    const headers = { host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' };
-    compileRequestHeaderStrip()(headers);
-    expect(headers).toEqual({ host: 'gw.example', accept: '*/*', cookie: 'a=1' });
+  it("replaces the browser's Connection with the gateway's own keep-alive, and leaves a plain request alone", () => {
+    const plain = { host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' };
+    compileRequestHeaderStrip()(plain);
+    expect(plain).toEqual({ host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' });
+    const closing = { host: 'gw.example', connection: 'close' };
+    compileRequestHeaderStrip()(closing);
+    expect(closing).toEqual({ host: 'gw.example', connection: 'keep-alive' });
+    const named = { connection: 'Connection, x-a', 'x-a': '1' };
+    compileRequestHeaderStrip()(named);
+    expect(named).toEqual({ connection: 'keep-alive' });
   });
 
   it("drops the upstream's hop-by-hop response headers and what its Connection names, in order and case", () => {
