@@ -2,7 +2,9 @@
  * The one home of http-proxy-middleware: one proxy per route, over a keep-alive agent, with the
  * gateway's own header rules, deadline and error mapping. HPM's default plugins are ejected
  * (its logger does per-request work and its error page is not our error shape); the two that
- * keep a proxy safe are put back explicitly.
+ * keep a proxy safe are put back explicitly. Every answer is written by passThrough (never by
+ * httpxy's writer), and WebSocket handshakes go through websocket-tunnel.ts (httpxy would relay
+ * an upstream's non-101 answer to the browser).
  */
 import http from 'node:http';
 import https from 'node:https';
