@@ -256,6 +256,31 @@ describe('key rotation', () => {
       await gw2.close();
     }
   });
+
+  // Mutation check: src/crypto/seal.ts open() throwing on an unknown key id
+  // (`if (!key) throw new Error('unknown key id');`) turns this into a 503/500 and fails it.
+  it('reads sessions sealed with a removed key as signed out, cleanly: 401, the cookie cleared, no error logged', async () => {
+    const a = await browser('alice');
+    // Restart-equivalent: the old key is gone from the list (its secret is kept, so the cookie verifies).
+    const removed = buildTestConfig({
+      issuer: provider.issuer,
+      publicUrl: gw.url,
+      keyPrefix: config.redis.keyPrefix,
+      routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+      session: { secrets: [...config.session.secrets], encryptionKeys: [randomKey()] },
+    });
+    const gw2 = await startTestGateway(removed, undefined, { clock });
+    try {
+      a.client.setCookie(gw2.url, config.derived.sessionCookieName, a.cookie);
+      expectErrorBody(await a.client.get(`${gw2.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+      const call = await a.client.get(`${gw2.url}/api/echo`, { headers: csrf });
+      expectErrorBody(call, 'login_required', 401);
+      expect(call.headers.getSetCookie().some((c) => c.startsWith(`${config.derived.sessionCookieName}=;`))).toBe(true);
+      expect(gw2.logs.filter((l) => /"level":(50|60)/.test(l))).toEqual([]);
+    } finally {
+      await gw2.close();
+    }
+  });
 });
 
 describe('timeouts', () => {
