@@ -78,15 +78,13 @@ describe('a body that never arrives', () => {
     expect(body).toEqual({ error: 'request_timeout', error_description: expect.any(String) });
   });
 
-  it('on POST /auth/logout, answered at once without reading it: the connection is still closed', async () => {
-    const exchange = await send(['POST /auth/logout HTTP/1.1', host(), 'x-csrf: 1', 'Content-Type: application/json', 'Content-Length: 100'].join('\r\n'));
+  it('with chunked transfer coding that stops mid-body: the same 408, then closed', async () => {
+    const exchange = await send(
+      ['POST /auth/backchannel-logout HTTP/1.1', host(), 'Content-Type: application/x-www-form-urlencoded', 'Transfer-Encoding: chunked'].join('\r\n'),
+      '5\r\nlogou\r\n',
+    );
     await exchange.closed;
-    expect(exchange.received()).toMatch(/^HTTP\/1\.1 200 /);
-  });
-
-  it('with chunked transfer coding that stops: closed too', async () => {
-    const exchange = await send(['POST /auth/logout HTTP/1.1', host(), 'x-csrf: 1', 'Transfer-Encoding: chunked'].join('\r\n'), '5\r\nhello\r\n');
-    await exchange.closed;
+    expect(exchange.received()).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
 

@@ -39,10 +39,10 @@ describe('config loading', () => {
     expect(cfg.derived.redirectUri).toBe('https://app.example.com/auth/callback');
   });
 
-  it('names the session cookie __Host- and marks cookies secure when publicUrl is https', () => {
+  it('names the session and login cookies __Host- and marks cookies secure when publicUrl is https', () => {
     const cfg = parseConfig(minimal(), { env: {} });
     expect(cfg.derived.sessionCookieName).toBe('__Host-bff');
-    expect(cfg.derived.loginCookieName).toBe('__Secure-bff-login');
+    expect(cfg.derived.loginCookieName).toBe('__Host-bff-login');
     expect(cfg.derived.secureCookies).toBe(true);
   });
 

@@ -6,7 +6,7 @@ const ORIGIN = 'https://app.example.com';
 
 /** Pieces an attacker would combine: separators, dot segments and their encodings, whitespace. */
 const piece = fc.constantFrom(
-  '/', '\\', '.', '..', '%2e', '%2E', '%2e%2e', '%2f', '%2F', '%5c', '%5C', '%09', '%0a', '%0d', '%00', '%20', '%25', '%252f',
+  '/', '//', '/./', '/../', '\\', '.', '..', '%2e', '%2E', '%2e%2e', '%2f', '%2F', '%5c', '%5C', '%09', '%0a', '%0d', '%00', '%20', '%25', '%252f',
   '\t', '\n', '\r', ' ', ':', '@', '?', '#', '&', '=', ';', 'evil.example', 'https:', 'javascript:', 'a', 'x', '%', '%zz', 'ü', '%C3%BC',
 );
 const crafted = fc.array(piece, { maxLength: 12 }).map((parts) => parts.join(''));
