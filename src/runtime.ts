@@ -157,6 +157,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
+      refresher.close();
       provider.close();
       await closeRedis(redis);
       logger.flush();

@@ -10,7 +10,10 @@
  *     still the one the caller saw; otherwise it returns the newer set (someone else refreshed).
  *  3. The new set is written by compare-and-set on the version, so an older set can never
  *     overwrite a newer one; a rotated refresh token replaces the old one in that same write.
- *  4. A refresh the provider refused for good (login_required: invalid_grant, any other 400,
+ *  4. A token set the provider issued but Redis failed to take is never dropped (its rotated
+ *     refresh token is the only valid one): it is kept in this process and written as soon as
+ *     Redis answers (unsaved-refreshes.ts), before this process asks the provider again.
+ *  5. A refresh the provider refused for good (login_required: invalid_grant, any other 400,
  *     a changed subject) ends the session; any other failure keeps it (token_refresh_failed),
  *     so a later request can try again. Which answers are which is the injected function's
  *     business (src/oidc/errors.ts).
@@ -25,6 +28,7 @@ import { storeUnavailable } from '../redis/errors.js';
 import type { SessionRecords } from './records.js';
 import type { TokenVault } from './vault.js';
 import type { TokenSet, VersionedTokens } from './tokens.js';
+import { createUnsavedRefreshes, type UnsavedRefreshes } from './unsaved-refreshes.js';
 
 export type RefreshFn = (current: TokenSet) => Promise<TokenSet>;
 
@@ -52,6 +56,8 @@ export interface RefreshCoordinatorOptions {
   /** How long a waiter polls for another process's result before giving up. */
   maxWaitMs?: number;
   pollIntervalMs?: number;
+  /** How often a token set Redis did not take is retried (default 1 s). */
+  unsavedRetryMs?: number;
   /** Called once per coordinated refresh (not per waiting request); never given a token. */
   onRefresh?: (outcome: RefreshOutcome, report: RefreshReport) => void;
 }
@@ -65,12 +71,23 @@ export interface RefreshCoordinator {
   refresh(digest: string, seen: VersionedTokens, refresh: RefreshFn, context?: RefreshContext): Promise<VersionedTokens>;
 }
 
-export function createRefreshCoordinator(options: RefreshCoordinatorOptions): RefreshCoordinator {
+/** The coordinator as its owner (the runtime) holds it. */
+export interface OwnedRefreshCoordinator extends RefreshCoordinator {
+  /** Token sets issued by the provider and still waiting for Redis. */
+  readonly unsaved: Pick<UnsavedRefreshes, 'size'>;
+  close(): void;
+}
+
+export function createRefreshCoordinator(options: RefreshCoordinatorOptions): OwnedRefreshCoordinator {
   const { redis, keys, records, vault, endSession } = options;
   const lockTtlMs = options.lockTtlMs ?? 15_000;
   const maxWaitMs = options.maxWaitMs ?? 12_000;
   const pollIntervalMs = options.pollIntervalMs ?? 50;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
+  const unsaved = createUnsavedRefreshes({
+    write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
+    ...(options.unsavedRetryMs !== undefined ? { retryMs: options.unsavedRetryMs } : {}),
+  });
 
   async function readLatest(digest: string): Promise<VersionedTokens | undefined> {
     const head = await records.peekTokens(digest);
@@ -85,7 +102,13 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
     return latest;
   }
 
-  async function asHolder(digest: string, seen: VersionedTokens, refresh: RefreshFn, context: RefreshContext): Promise<VersionedTokens> {
+  async function asHolder(
+    digest: string,
+    seen: VersionedTokens,
+    refresh: RefreshFn,
+    context: RefreshContext,
+    release: () => Promise<void>,
+  ): Promise<VersionedTokens> {
     const latest = await readLatest(digest);
     const newer = newerThan(latest, seen);
     if (newer) {
@@ -108,7 +131,15 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
       throw err;
     }
     const version = seen.version + 1;
-    const result = await records.casTokens(digest, seen.version, { v: version, sealed: vault.seal(digest, next) });
+    let result;
+    try {
+      result = await records.casTokens(digest, seen.version, { v: version, sealed: vault.seal(digest, next) });
+    } catch (err) {
+      // Redis failed after the provider answered: keep the new set (and our lock, released
+      // once it is written) rather than lose its rotated refresh token.
+      unsaved.keep(digest, seen.version, next, release);
+      throw err;
+    }
     if (result === 'missing') throw new GatewayError('login_required');
     if (result === 'stale') {
       // Only reachable if our lock expired under a very slow provider call and another
@@ -121,12 +152,18 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
   }
 
   async function coordinate(digest: string, seen: VersionedTokens, refresh: RefreshFn, context: RefreshContext): Promise<VersionedTokens> {
+    // A set this process got from the provider but could not write: write it, ask nobody.
+    const kept = await unsaved.flush(digest, seen.version);
+    if (kept) {
+      options.onRefresh?.('success', context);
+      return kept;
+    }
     const deadline = Date.now() + maxWaitMs;
     for (;;) {
       const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
       if (lock) {
         try {
-          return await asHolder(digest, seen, refresh, context);
+          return await asHolder(digest, seen, refresh, context, () => lock.release());
         } finally {
           await lock.release();
         }
@@ -156,5 +193,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Re
       inFlight.set(key, promise);
       return promise;
     },
+    unsaved,
+    close: () => unsaved.close(),
   };
 }

@@ -34,8 +34,11 @@ export interface FrontAnswer {
   body?: string | Buffer;
 }
 
-/** Answers a request itself, or returns undefined to forward it to the provider. */
-export type Interceptor = (req: FrontRequest) => FrontAnswer | undefined;
+/**
+ * Answers a request itself, or returns undefined to forward it to the provider. It may be async,
+ * e.g. to stop something before the provider sees the request.
+ */
+export type Interceptor = (req: FrontRequest) => FrontAnswer | undefined | Promise<FrontAnswer | undefined>;
 
 export interface ProviderFront {
   url: string;
@@ -111,11 +114,11 @@ export async function startProviderFront(): Promise<ProviderFront> {
   let target: number | undefined;
   const server = http.createServer((req, res) => {
     readBody(req).then(
-      (body) => {
+      async (body) => {
         const seen = parsed(req, body);
         requests.push(seen);
         for (const check of [...waiters]) check();
-        const answer = interceptor?.(seen);
+        const answer = await interceptor?.(seen);
         if (answer) {
           res.writeHead(answer.status, answer.headers).end(answer.body);
         } else if (target === undefined) {

@@ -18,7 +18,7 @@ import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'j
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, startLogin } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { isGrant, startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
+import { isGrant, startFrontedProvider, startProviderFront, type FrontAnswer, type ProviderFront } from '../../support/provider-front.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
 import { dumpRedis } from '../../support/redis-dump.js';
 
@@ -81,7 +81,7 @@ async function signInWith(forge: Forge) {
   const started = await startLogin(client, gw.url);
   const callbackUrl = await completeAtProvider(client, started.authorizeUrl);
   const idToken = await forge(claimsFor(started.authorizeUrl));
-  front.intercept((req) => {
+  front.intercept((req): FrontAnswer | undefined => {
     if (req.method === 'GET' && req.path === jwksPath) {
       return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: [published.jwk] }) };
     }

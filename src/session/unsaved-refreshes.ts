@@ -1,0 +1,135 @@
+/**
+ * Token sets the provider issued that Redis did not take: Redis failed or stalled between the
+ * provider's answer and the compare-and-set. With refresh-token rotation the new set holds the
+ * only refresh token still valid, so dropping it would sign the user out the next time anyone
+ * refreshed with the old one (invalid_grant, or a provider's reuse detection revoking the
+ * grant): a Redis hiccup must never do that (SPEC §7).
+ *
+ * So the set is kept in this process and written as soon as Redis answers again: retried in the
+ * background (one shared timer, however many sessions are waiting), and tried first by the next
+ * refresh of that session on this process, before any provider call. The write is the same
+ * compare-and-set on the version, so a kept set never overwrites a newer one.
+ */
+import type { CasResult } from './records.js';
+import type { TokenSet, VersionedTokens } from './tokens.js';
+
+export interface UnsavedRefreshesOptions {
+  /** Compare-and-set of `next` over version `seenVersion` (throws when Redis fails). */
+  write(digest: string, seenVersion: number, next: TokenSet): Promise<CasResult>;
+  /** How often kept sets are retried. */
+  retryMs?: number;
+  /** How long a set is kept before it is given up. */
+  keepMs?: number;
+  /** At most this many sets are kept (oldest dropped first). */
+  max?: number;
+  clock?: () => number;
+  /** A kept set was written after all (`saved`), or given up (`dropped`: expired, superseded, session gone). */
+  onSettled?: (outcome: 'saved' | 'dropped', digest: string) => void;
+}
+
+export interface UnsavedRefreshes {
+  /** Keeps `next`, the successor of `digest`'s version `seenVersion`; `release` runs once it is written. */
+  keep(digest: string, seenVersion: number, next: TokenSet, release?: () => Promise<void>): void;
+  /**
+   * Writes the set kept for (digest, seenVersion) now. Resolves to the written set, or undefined
+   * when none is kept or it was superseded; throws (and keeps it) when Redis still fails.
+   */
+  flush(digest: string, seenVersion: number): Promise<VersionedTokens | undefined>;
+  /** Sets waiting for Redis. */
+  readonly size: number;
+  close(): void;
+}
+
+interface Kept {
+  digest: string;
+  seenVersion: number;
+  next: TokenSet;
+  release: (() => Promise<void>) | undefined;
+  until: number;
+  writing: Promise<VersionedTokens | undefined> | undefined;
+}
+
+export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): UnsavedRefreshes {
+  const retryMs = options.retryMs ?? 1000;
+  const keepMs = options.keepMs ?? 10 * 60_000;
+  const max = options.max ?? 10_000;
+  const clock = options.clock ?? Date.now;
+  const kept = new Map<string, Kept>();
+  let timer: NodeJS.Timeout | undefined;
+
+  const keyOf = (digest: string, seenVersion: number) => `${digest}:${seenVersion}`;
+
+  function settle(key: string, entry: Kept, outcome: 'saved' | 'dropped'): void {
+    if (kept.get(key) === entry) kept.delete(key);
+    if (kept.size === 0 && timer) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+    options.onSettled?.(outcome, entry.digest);
+  }
+
+  function attempt(key: string, entry: Kept): Promise<VersionedTokens | undefined> {
+    entry.writing ??= options
+      .write(entry.digest, entry.seenVersion, entry.next)
+      .then(
+        (result) => {
+          if (result !== 'written') {
+            settle(key, entry, 'dropped');
+            return undefined;
+          }
+          settle(key, entry, 'saved');
+          // Best effort: the lock's TTL frees it anyway.
+          entry.release?.().catch(() => undefined);
+          return { version: entry.seenVersion + 1, tokens: entry.next };
+        },
+        (err: unknown) => {
+          throw err;
+        },
+      )
+      .finally(() => {
+        entry.writing = undefined;
+      });
+    return entry.writing;
+  }
+
+  function sweep(): void {
+    const now = clock();
+    for (const [key, entry] of kept) {
+      if (entry.until <= now) settle(key, entry, 'dropped');
+      else attempt(key, entry).catch(() => undefined); // still down: next sweep
+    }
+  }
+
+  return {
+    keep(digest, seenVersion, next, release) {
+      const key = keyOf(digest, seenVersion);
+      if (!kept.has(key) && kept.size >= max) {
+        const [oldestKey, oldest] = kept.entries().next().value as [string, Kept];
+        settle(oldestKey, oldest, 'dropped');
+      }
+      kept.set(key, { digest, seenVersion, next, release, until: clock() + keepMs, writing: undefined });
+      if (!timer) {
+        timer = setInterval(sweep, retryMs);
+        timer.unref();
+      }
+    },
+    async flush(digest, seenVersion) {
+      const key = keyOf(digest, seenVersion);
+      const entry = kept.get(key);
+      if (!entry) return undefined;
+      if (entry.until <= clock()) {
+        settle(key, entry, 'dropped');
+        return undefined;
+      }
+      return attempt(key, entry);
+    },
+    get size() {
+      return kept.size;
+    },
+    close() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      kept.clear();
+    },
+  };
+}

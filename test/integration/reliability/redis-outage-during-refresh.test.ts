@@ -1,0 +1,116 @@
+/**
+ * Redis fails *during* a refresh (issue 14; SPEC §7 "a Redis error never ends a session"): the
+ * provider has answered the refresh grant (rotating the refresh token) but Redis dies before
+ * the gateway's compare-and-set, and comes back (append-only file: the session survives).
+ * (A SIGSTOP-paused Redis would not do: the timed-out write still sits in its socket and is
+ * applied on resume.) 0.3.0 dropped the new token set: the session kept the old
+ * refresh token, which the provider no longer honours, so the next refresh (on any instance)
+ * got invalid_grant and signed the user out because Redis had hiccupped.
+ *
+ * Now the call answers 503 session_store_unavailable, the issued set is kept by the process
+ * that got it and written as soon as Redis answers again, and the session goes on with the new
+ * tokens on every instance, with no second refresh grant at the provider.
+ *
+ * Mutation check: in src/session/refresh.ts asHolder, drop `unsaved.keep(digest, seen.version,
+ * next, release);` → the record never moves to the new set, and the other instance's call
+ * fails (502, then a refresh with the spent token).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { isGrant, startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+
+const csrf = { 'x-csrf': '1' };
+const clock = createTestClock();
+let redis: RedisServer;
+let front: ProviderFront;
+let provider: TestProvider;
+let upstream: Upstream;
+let gw: TestGateway;
+let gw2: TestGateway;
+
+beforeAll(async () => {
+  redis = await startRedisServer({ extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+  upstream = await startUpstream();
+  front = await startProviderFront();
+  const reserved = await reserveServer();
+  provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
+  const config = buildTestConfig({
+    issuer: front.url,
+    publicUrl: reserved.url,
+    redisUrl: redis.url,
+    redis: { commandTimeoutMs: 500 },
+    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+  });
+  gw = await startTestGateway(config, reserved, { clock });
+  gw2 = await startTestGateway(config, undefined, { clock });
+});
+
+afterAll(async () => {
+  await gw2?.close();
+  await gw?.close();
+  await provider?.close();
+  await front?.close();
+  await upstream?.close();
+  await redis?.close();
+});
+
+async function eventually<T>(what: string, ms: number, read: () => Promise<T | undefined>): Promise<T> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const value = await read().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+it('keeps the rotated tokens the provider issued while Redis was down, writes them once it is back, and the session goes on everywhere', async () => {
+  const client = new BrowserClient({ timeoutMs: 10_000 });
+  await signIn(client, gw.url);
+  const cookieName = gw.config.derived.sessionCookieName;
+  const cookie = client.cookies(gw.url)[cookieName] as string;
+  client.setCookie(gw2.url, cookieName, cookie);
+  const before = await tokensOfSession(gw, cookie);
+  expect(before?.refreshToken).toEqual(expect.any(String));
+
+  // 1. The access token expires; Redis dies the moment the refresh grant arrives at the
+  //    provider, which then answers it (rotating the refresh token).
+  clock.advance((before?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  let stalled = false;
+  front.intercept(async (req) => {
+    if (!stalled && isGrant(req, 'refresh_token')) {
+      stalled = true;
+      await redis.stop();
+    }
+    return undefined;
+  });
+  const grantsBefore = provider.counters.grants.refresh_token ?? 0;
+  const during = await client.get(`${gw.url}/api/echo`, { headers: csrf });
+  expect(stalled).toBe(true);
+  expectErrorBody(during, 'session_store_unavailable', 503);
+  expect(during.headers.getSetCookie().filter((c) => c.startsWith(`${cookieName}=`))).toEqual([]);
+  expect(provider.counters.grants.refresh_token ?? 0).toBe(grantsBefore + 1);
+
+  // 2. Redis is back: the kept set is written without anyone asking (background retry).
+  front.intercept(undefined);
+  await redis.start();
+  const after = await eventually('the issued token set to reach Redis', 10_000, async () => {
+    const tokens = await tokensOfSession(gw, cookie);
+    return tokens && tokens.refreshToken !== before?.refreshToken ? tokens : undefined;
+  });
+  expect(after.accessToken).not.toBe(before?.accessToken);
+
+  // 3. Another instance serves the session with those tokens; the provider saw one refresh.
+  upstream.reset();
+  const next = await client.get(`${gw2.url}/api/echo`, { headers: csrf });
+  expect(next.status).toBe(200);
+  expect(upstream.requests[0]?.headers.authorization).toBe(`Bearer ${after.accessToken}`);
+  expect((await client.get(`${gw2.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  expect(provider.counters.grants.refresh_token ?? 0).toBe(grantsBefore + 1);
+  expect((await provider.introspect(after.refreshToken as string)).active).toBe(true);
+}, 60_000);

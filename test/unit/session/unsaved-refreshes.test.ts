@@ -1,0 +1,100 @@
+/**
+ * Token sets Redis did not take (src/session/unsaved-refreshes.ts), pure: the write is a stand-in.
+ * Mutation check: drop the `until` check in flush → the expiry test fails (checked by hand).
+ */
+import { jest } from '@jest/globals';
+import type { CasResult } from '../../../src/session/records.js';
+import type { TokenSet } from '../../../src/session/tokens.js';
+import { createUnsavedRefreshes } from '../../../src/session/unsaved-refreshes.js';
+
+const set = (n: number): TokenSet => ({ accessToken: `a${n}`, refreshToken: `r${n}` });
+
+function harness(answers: Array<CasResult | Error>) {
+  let now = 0;
+  const writes: Array<{ digest: string; seen: number; next: TokenSet }> = [];
+  const settled: string[] = [];
+  const store = createUnsavedRefreshes({
+    write(digest, seen, next) {
+      writes.push({ digest, seen, next });
+      const answer = answers.shift() ?? 'written';
+      return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
+    },
+    retryMs: 60_000,
+    keepMs: 1000,
+    max: 2,
+    clock: () => now,
+    onSettled: (outcome, digest) => settled.push(`${outcome}:${digest}`),
+  });
+  return { store, writes, settled, advance: (ms: number) => (now += ms) };
+}
+
+afterEach(() => jest.useRealTimers());
+
+describe('unsaved refreshes', () => {
+  it('keeps a set while Redis fails and writes it (once) when Redis answers, releasing the lock', async () => {
+    const { store, writes, settled } = harness([new Error('down'), 'written']);
+    let released = 0;
+    store.keep('d1', 4, set(5), async () => void (released += 1));
+    await expect(store.flush('d1', 4)).rejects.toThrow('down');
+    expect(store.size).toBe(1);
+    await expect(store.flush('d1', 4)).resolves.toEqual({ version: 5, tokens: set(5) });
+    expect(store.size).toBe(0);
+    expect(released).toBe(1);
+    expect(writes.map((w) => [w.digest, w.seen])).toEqual([['d1', 4], ['d1', 4]]);
+    expect(settled).toEqual(['saved:d1']);
+    await expect(store.flush('d1', 4)).resolves.toBeUndefined();
+    store.close();
+  });
+
+  it('gives a set up when the stored version moved on or the session is gone', async () => {
+    const { store, settled } = harness(['stale', 'missing']);
+    store.keep('d1', 1, set(2));
+    store.keep('d2', 1, set(2));
+    await expect(store.flush('d1', 1)).resolves.toBeUndefined();
+    await expect(store.flush('d2', 1)).resolves.toBeUndefined();
+    expect(settled).toEqual(['dropped:d1', 'dropped:d2']);
+    store.close();
+  });
+
+  it('knows nothing of another version of the same session', async () => {
+    const { store, writes } = harness([]);
+    store.keep('d1', 1, set(2));
+    await expect(store.flush('d1', 2)).resolves.toBeUndefined();
+    expect(writes).toEqual([]);
+    store.close();
+  });
+
+  it('gives up a set after keepMs, and keeps at most `max` (oldest dropped)', async () => {
+    const { store, settled, advance } = harness([]);
+    store.keep('d1', 1, set(2));
+    store.keep('d2', 1, set(2));
+    store.keep('d3', 1, set(2));
+    expect(settled).toEqual(['dropped:d1']);
+    advance(1001);
+    await expect(store.flush('d2', 1)).resolves.toBeUndefined();
+    expect(settled).toEqual(['dropped:d1', 'dropped:d2']);
+    store.close();
+  });
+
+  it('retries in the background, on one shared timer, until Redis takes the sets', async () => {
+    jest.useFakeTimers();
+    const writes: string[] = [];
+    let up = false;
+    const store = createUnsavedRefreshes({
+      write(digest) {
+        writes.push(digest);
+        return up ? Promise.resolve('written') : Promise.reject(new Error('down'));
+      },
+      retryMs: 1000,
+    });
+    store.keep('d1', 1, set(2));
+    store.keep('d2', 1, set(2));
+    await jest.advanceTimersByTimeAsync(1000);
+    expect(writes).toEqual(['d1', 'd2']);
+    up = true;
+    await jest.advanceTimersByTimeAsync(1000);
+    expect(store.size).toBe(0);
+    expect(jest.getTimerCount()).toBe(0);
+    store.close();
+  });
+});
