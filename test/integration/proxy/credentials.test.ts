@@ -5,12 +5,12 @@
  * a custom `csrf.headerName`.
  *
  * Mutation checks (each by hand, once):
- *  - src/proxy/upstream.ts prepareHeaders: delete the line
- *    `if (headers.authorization !== undefined) delete headers.authorization;` → the none,
- *    user-optional (signed out) and client-less cases fail.
- *  - src/proxy/upstream.ts passThrough and the proxyRes hook: keep every Set-Cookie → the
+ *  - src/proxy/upstream.ts prepareHeaders: delete
+ *    `if (headers.authorization !== undefined) delete headers.authorization;` → the first two fail.
+ *  - src/proxy/headers.ts responseHeaders: delete the line skipping our Set-Cookie names → the
  *    Set-Cookie test fails.
- *  - src/http/proxy-routes.ts: drop the `route.requireSession` check → requireSession fails.
+ *  - src/http/proxy-routes.ts attachCredential: delete the `route.requireSession` check →
+ *    the requireSession test fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
