@@ -4,7 +4,7 @@
  * values live only in config/default.yaml.
  */
 import { z } from 'zod';
-import { canonicalPath } from './canonical-path.js';
+import { canonicalPath, decodePath } from './canonical-path.js';
 import { parseCidr } from './cidr.js';
 import { isLoopbackHost } from './hosts.js';
 import { unsafeSettings } from './safety.js';
@@ -191,10 +191,12 @@ export const configSchema = z
 
     for (const problem of unsafeSettings(cfg)) issue(problem.path, problem.message);
 
+    // Compared as requests are matched (escapes decoded): /api/a!b and /api/a%21b are one route.
     const seen = new Set<string>();
     cfg.routes.forEach((route, i) => {
-      if (seen.has(route.path)) issue(['routes', i, 'path'], 'is used by another route');
-      seen.add(route.path);
+      const matched = typeof canonicalPath(route.path) === 'string' ? decodePath(route.path) : route.path;
+      if (seen.has(matched)) issue(['routes', i, 'path'], 'is used by another route');
+      seen.add(matched);
       const auth = cfg.server.authPath;
       if (route.path === auth || route.path.startsWith(`${auth}/`) || route.path === '/') {
         issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);

@@ -114,6 +114,13 @@ describe('config loading', () => {
     );
   });
 
+  // Mutation check: compare `route.path` instead of its decoded form in the schema → fails.
+  it('refuses two routes that differ only in escapes (requests would match both the same way)', () => {
+    expect(problems(minimal({ routes: [{ path: '/api/a!b', target: 'https://up:1' }, { path: '/api/a%21b', target: 'https://up:2' }] }))).toEqual([
+      'routes[1].path: is used by another route',
+    ]);
+  });
+
   it('requires a client secret for the secret-based client authentication methods', () => {
     expect(problems(minimal({ oidc: { issuer: 'https://idp.example.com', clientId: 'bff' } }))).toEqual([
       'oidc.clientSecret: is required for clientAuthMethod client_secret_basic',
