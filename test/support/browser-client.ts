@@ -2,7 +2,15 @@
  * A tiny browser for tests: a cookie jar per origin, manual redirects and plain response
  * objects. Enough of RFC 6265 for loopback servers (Path, Max-Age, Expires); SameSite is
  * honoured only when a request says it is cross-site (`crossSite: true`).
+ *
+ * https (`ca` given): requests go through node:https trusting that certificate, since fetch
+ * offers no per-request trust anchor. With `honourSecure` the jar also keeps the Secure and
+ * cookie-prefix rules of RFC 6265bis (§4.1.3, §5.4 step 19-20, §5.8.3): a Secure cookie is
+ * stored only from https and sent only over https, and a `__Host-` cookie is refused unless
+ * Secure, Path=/ and without Domain. Off by default: tests that talk plain http to a gateway
+ * whose publicUrl is https rely on the jar sending its `__Host-` cookies anyway.
  */
+import https from 'node:https';
 
 export type SameSite = 'strict' | 'lax' | 'none';
 
@@ -15,6 +23,8 @@ export interface StoredCookie {
   sameSite: SameSite;
   httpOnly: boolean;
   secure: boolean;
+  /** The Set-Cookie carried a Domain attribute (the jar is per origin and does not widen it). */
+  domain: string | undefined;
 }
 
 export interface BrowserResponse {
@@ -117,6 +127,7 @@ function parseSetCookie(header: string, requestUrl: URL, now: number): ParsedSet
       sameSite: parseSameSite(attrs.get('samesite')),
       httpOnly: attrs.has('httponly'),
       secure: attrs.has('secure'),
+      domain: attrs.get('domain'),
     },
     expired: expiresAt !== undefined && expiresAt <= now,
   };
@@ -146,14 +157,78 @@ function toResponse(url: string, status: number, headers: Headers, text: string)
   };
 }
 
+/** RFC 6265bis: may a browser store this cookie, received from `url`? */
+function acceptable(cookie: StoredCookie, url: URL): boolean {
+  const https = url.protocol === 'https:';
+  if (cookie.secure && !https) return false;
+  if (cookie.name.startsWith('__Secure-') && !(cookie.secure && https)) return false;
+  if (cookie.name.startsWith('__Host-')) return cookie.secure && https && cookie.path === '/' && cookie.domain === undefined;
+  return true;
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/** One https exchange trusting `ca` (bounded by `timeoutMs`); no content coding is asked for. */
+function httpsExchange(target: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, opts: { ca: string; localAddress: string | undefined; timeoutMs: number }): Promise<RawAnswer> {
+  return new Promise<RawAnswer>((resolve, reject) => {
+    const req = https.request(target, {
+      method,
+      headers: Object.fromEntries(headers),
+      ca: opts.ca,
+      agent: false,
+      ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
+    });
+    const timer = setTimeout(() => req.destroy(new Error(`no answer from ${target.href} within ${opts.timeoutMs} ms`)), opts.timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('end', () => {
+        clearTimeout(timer);
+        const out = new Headers();
+        for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) out.append(res.rawHeaders[i] as string, res.rawHeaders[i + 1] as string);
+        resolve({ status: res.statusCode ?? 0, headers: out, text: Buffer.concat(chunks).toString('utf8') });
+      });
+    });
+    req.end(body);
+  });
+}
+
+export interface BrowserClientOptions {
+  userAgent?: string;
+  timeoutMs?: number;
+  /** Trust anchor (PEM) for https URLs; without it https goes through fetch and the system store. */
+  ca?: string;
+  /** Local address for https connections (a loopback alias), so a proxy's X-Forwarded-For names this client. */
+  localAddress?: string;
+  /** Keep the Secure and `__Host-`/`__Secure-` rules (see the file comment). */
+  honourSecure?: boolean;
+}
+
 export class BrowserClient {
   readonly #jar = new Map<string, StoredCookie[]>();
   readonly #userAgent: string;
   readonly #timeoutMs: number;
+  readonly #ca: string | undefined;
+  readonly #localAddress: string | undefined;
+  readonly #honourSecure: boolean;
+  /** Set-Cookie headers the jar refused (RFC 6265bis), for assertions. */
+  readonly refusedCookies: string[] = [];
 
-  constructor(opts: { userAgent?: string; timeoutMs?: number } = {}) {
+  constructor(opts: BrowserClientOptions = {}) {
     this.#userAgent = opts.userAgent ?? 'Mozilla/5.0 (bff-gateway tests) BrowserClient/1';
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
+    this.#ca = opts.ca;
+    this.#localAddress = opts.localAddress;
+    this.#honourSecure = opts.honourSecure ?? false;
   }
 
   get(url: string | URL, init: BrowserRequestInit = {}): Promise<BrowserResponse> {
@@ -167,16 +242,18 @@ export class BrowserClient {
   async request(method: string, url: string | URL, init: BrowserRequestInit = {}): Promise<BrowserResponse> {
     const target = new URL(url);
     const headers = this.#headersFor(method, target, init);
-    const response = await fetch(target, {
-      method,
-      headers,
-      body: this.#bodyFor(init, headers),
-      redirect: 'manual',
-      signal: AbortSignal.timeout(init.timeoutMs ?? this.#timeoutMs),
-    });
-    const text = await response.text();
-    this.#store(target, response.headers.getSetCookie());
-    return toResponse(target.href, response.status, response.headers, text);
+    const body = this.#bodyFor(init, headers);
+    const timeoutMs = init.timeoutMs ?? this.#timeoutMs;
+    const answer = target.protocol === 'https:' && this.#ca !== undefined
+      ? await httpsExchange(target, method, headers, body, { ca: this.#ca, localAddress: this.#localAddress, timeoutMs })
+      : await this.#fetch(target, method, headers, body, timeoutMs);
+    this.#store(target, answer.headers.getSetCookie());
+    return toResponse(target.href, answer.status, answer.headers, answer.text);
+  }
+
+  async #fetch(target: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, timeoutMs: number): Promise<RawAnswer> {
+    const response = await fetch(target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+    return { status: response.status, headers: response.headers, text: await response.text() };
   }
 
   /** Follows Location headers with GET requests, as a browser does after a form post's 303; bounded. */
@@ -217,6 +294,7 @@ export class BrowserClient {
       sameSite: attrs.sameSite ?? 'lax',
       httpOnly: false,
       secure: false,
+      domain: undefined,
     };
     this.#put(originOf(url), cookie);
   }
@@ -255,6 +333,7 @@ export class BrowserClient {
 
   #cookieHeader(method: string, target: URL, crossSite: boolean): string {
     return this.#live(target.origin)
+      .filter((c) => !this.#honourSecure || !c.secure || target.protocol === 'https:')
       .filter((c) => pathMatches(target.pathname, c.path))
       .filter((c) => !crossSite || c.sameSite === 'none' || (c.sameSite === 'lax' && (method === 'GET' || method === 'HEAD')))
       .sort((a, b) => b.path.length - a.path.length)
@@ -267,6 +346,10 @@ export class BrowserClient {
     for (const header of setCookies) {
       const parsed = parseSetCookie(header, target, now);
       if (!parsed) continue;
+      if (this.#honourSecure && !acceptable(parsed.cookie, target)) {
+        this.refusedCookies.push(header);
+        continue;
+      }
       if (parsed.expired) this.#remove(target.origin, parsed.cookie);
       else this.#put(target.origin, parsed.cookie);
     }
