@@ -1,0 +1,207 @@
+/**
+ * Sentinel failover during traffic (SPEC §7): a master, a replica and a sentinel (real
+ * redis-server processes); a signed-in browser keeps calling a proxied route while the master
+ * is killed and the sentinel promotes the replica. The session survives (same cookie, same
+ * tokens), calls resume within a bound (the gap is measured and printed), and during the switch
+ * no call gets anything but 200 or 503 session_store_unavailable: never a 500, never a 401, and
+ * the session cookie is never cleared. (Sign-in, refresh and logout through a sentinel without a
+ * failover: sentinel.test.ts.)
+ *
+ * Replication is asynchronous, so before the kill the test makes it explicit: WAIT on the
+ * master for the replica's acknowledgement, then reads the session key on the replica.
+ *
+ * Mutation check (done by hand once, in a throwaway worktree): src/redis/errors.ts, make a Redis
+ * failure a sign-out: `return new GatewayError('login_required', { cause });` instead of
+ * session_store_unavailable: the calls during the switch answer 401 and this test fails.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { findFreePort, startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const csrf = { 'x-csrf': '1' };
+const MASTER_NAME = 'mymaster';
+/** Sentinel's own timings, short so that the failover fits a test. */
+const DOWN_AFTER_MS = 1_000;
+const FAILOVER_TIMEOUT_MS = 10_000;
+/** How long calls may fail after the kill before the test calls it a failure. */
+const RESUME_BOUND_MS = 30_000;
+const MAX_CALLS = 3_000;
+/** After the promotion, this many 200s in a row end the loop. */
+const STEADY_CALLS = 5;
+
+let master: RedisServer;
+let replica: RedisServer;
+let sentinel: ChildProcess | undefined;
+let sentinelPort: number;
+let dir: string;
+let upstream: Upstream;
+let stack: Stack;
+
+/** One command on a short-lived connection that fails instead of retrying; null on any error. */
+async function adminCall(port: number, ...args: string[]): Promise<unknown> {
+  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 3_000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return await client.call(args[0] as string, ...args.slice(1));
+  } catch {
+    return null;
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The port Sentinel currently names as the master. */
+async function sentinelMasterPort(): Promise<number | undefined> {
+  const addr = (await adminCall(sentinelPort, 'SENTINEL', 'get-master-addr-by-name', MASTER_NAME)) as string[] | null;
+  return addr?.[1] === undefined ? undefined : Number(addr[1]);
+}
+
+/** Sentinel knows the replica and sees it healthy (it can only promote a replica it knows). */
+async function sentinelSeesReplica(): Promise<boolean> {
+  const replicas = (await adminCall(sentinelPort, 'SENTINEL', 'replicas', MASTER_NAME)) as string[][] | null;
+  return (replicas ?? []).some((fields) => {
+    const info = new Map<string, string>();
+    for (let i = 0; i + 1 < fields.length; i += 2) info.set(fields[i] as string, fields[i + 1] as string);
+    return info.get('port') === String(replica.port) && info.get('flags') === 'slave' && info.get('master-link-status') === 'ok';
+  });
+}
+
+beforeAll(async () => {
+  master = await startRedisServer();
+  replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
+  await waitFor('the replica in sync', 10_000, async () => /master_link_status:up/.test(String(await adminCall(replica.port, 'INFO', 'replication'))));
+
+  dir = mkdtempSync(path.join(tmpdir(), 'bff-sentinel-failover-'));
+  sentinelPort = await findFreePort();
+  const conf = path.join(dir, 'sentinel.conf');
+  // Sentinel rewrites its own config file, so it gets a private, writable one.
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${master.port} 1`,
+      `sentinel down-after-milliseconds ${MASTER_NAME} ${DOWN_AFTER_MS}`,
+      `sentinel failover-timeout ${MASTER_NAME} ${FAILOVER_TIMEOUT_MS}`,
+      '',
+    ].join('\n'),
+  );
+  sentinel = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
+  await waitFor('sentinel naming the master', 10_000, async () => (await sentinelMasterPort()) === master.port);
+  // Sentinel learns replicas from the master's INFO (every 10 s outside a failover).
+  await waitFor('sentinel discovering the replica', 20_000, sentinelSeesReplica);
+
+  upstream = await startUpstream();
+  stack = await startStack({
+    config: {
+      redis: { url: undefined, sentinel: { name: MASTER_NAME, nodes: [`127.0.0.1:${sentinelPort}`] } },
+      routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.close();
+  await upstream?.close();
+  sentinel?.kill('SIGKILL');
+  await master?.close();
+  await replica?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+interface Outcome {
+  startedAt: number;
+  endedAt: number;
+  /** HTTP status, or 0 when the call got no answer at all. */
+  status: number;
+  error: string | undefined;
+  bearer: string | undefined;
+  clearsCookie: boolean;
+}
+
+it('keeps the session through a failover during traffic: only 503 session_store_unavailable in the gap, then 200 again with the same cookie and tokens', async () => {
+  const client = new BrowserClient({ timeoutMs: 10_000 });
+  await signIn(client, stack.gateway.url);
+  const cookieName = stack.config.derived.sessionCookieName;
+  const cookie = client.cookies(stack.gateway.url)[cookieName];
+  expect(cookie).toBeDefined();
+
+  const call = async (): Promise<Outcome> => {
+    const startedAt = performance.now();
+    const res = await client.get(`${stack.gateway.url}/api/echo`, { headers: csrf }).catch((err: Error) => err);
+    const endedAt = performance.now();
+    if (res instanceof Error) return { startedAt, endedAt, status: 0, error: res.message, bearer: undefined, clearsCookie: false };
+    const body = res.text.startsWith('{') ? (JSON.parse(res.text) as { error?: string; headers?: { authorization?: string } }) : {};
+    const clearsCookie = res.headers.getSetCookie().some((c) => c.startsWith(`${cookieName}=`));
+    return { startedAt, endedAt, status: res.status, error: body.error, bearer: body.headers?.authorization, clearsCookie };
+  };
+
+  const before = await call();
+  expect(before.status).toBe(200);
+  const bearer = before.bearer;
+  expect(bearer).toMatch(/^Bearer /);
+
+  // The sync point: the replica has acknowledged every write so far (the session included).
+  expect(Number(await adminCall(master.port, 'WAIT', '1', '5000'))).toBeGreaterThanOrEqual(1);
+  expect((await replica.keys(`${stack.config.redis.keyPrefix}sess:*`)).length).toBeGreaterThan(0);
+
+  // Traffic, then the kill while it runs.
+  const outcomes: Outcome[] = [];
+  let killedAt: number | undefined;
+  let promotedAt: number | undefined;
+  const traffic = (async () => {
+    for (let i = 0; i < MAX_CALLS; i++) {
+      const outcome = await call();
+      outcomes.push(outcome);
+      if (killedAt !== undefined && performance.now() - killedAt > RESUME_BOUND_MS) return;
+      const sincePromotion = promotedAt === undefined ? [] : outcomes.filter((o) => o.startedAt > (promotedAt as number));
+      if (sincePromotion.length >= STEADY_CALLS && sincePromotion.slice(-STEADY_CALLS).every((o) => o.status === 200)) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  await waitFor('traffic flowing before the kill', 10_000, async () => outcomes.filter((o) => o.status === 200).length >= 3);
+  await master.stop();
+  killedAt = performance.now();
+  await waitFor('sentinel promoting the replica', RESUME_BOUND_MS, async () => (await sentinelMasterPort()) === replica.port);
+  promotedAt = performance.now();
+  await traffic;
+
+  const afterKill = outcomes.filter((o) => o.startedAt > (killedAt as number));
+  const firstOkAfterKill = afterKill.find((o) => o.status === 200);
+  const failed = outcomes.filter((o) => o.status !== 200);
+  const gapMs = firstOkAfterKill ? Math.round(firstOkAfterKill.endedAt - (killedAt as number)) : undefined;
+  const tally = Object.fromEntries([...new Set(outcomes.map((o) => `${o.status} ${o.error ?? ''}`.trim()))].map((k) => [k, outcomes.filter((o) => `${o.status} ${o.error ?? ''}`.trim() === k).length]));
+  console.log(
+    `sentinel failover: promoted ${Math.round((promotedAt as number) - (killedAt as number))} ms after the kill (down-after ${DOWN_AFTER_MS} ms); ` +
+      `first 200 ${gapMs ?? 'never'} ms after the kill; ${outcomes.length} calls: ${JSON.stringify(tally)}`,
+  );
+
+  // Only 200 or a clean 503 session_store_unavailable, never a sign-out.
+  for (const o of failed) expect({ status: o.status, error: o.error }).toEqual({ status: 503, error: 'session_store_unavailable' });
+  expect(outcomes.some((o) => o.clearsCookie)).toBe(false);
+  // Calls resumed, within the bound, with the same session and the same tokens.
+  expect(gapMs).toBeDefined();
+  expect(gapMs as number).toBeLessThan(RESUME_BOUND_MS);
+  expect(outcomes.slice(-STEADY_CALLS).every((o) => o.status === 200)).toBe(true);
+  expect(new Set(outcomes.filter((o) => o.status === 200).map((o) => o.bearer))).toEqual(new Set([bearer]));
+  expect(client.cookies(stack.gateway.url)[cookieName]).toBe(cookie);
+  expect((await client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).status).toBe(200);
+}, 90_000);
