@@ -17,6 +17,8 @@
  *   Secure on https): the cookie attribute assertions fail.
  * - src/proxy/headers.ts: `out['x-forwarded-for'] = peer;` in place of the chain on a trusted
  *   peer: the upstream sees only the hop, and the client chain assertion fails.
+ * - src/http/auth-routes.ts: `if (!tx) {` in place of the binding check in the callback: the
+ *   control test (a round trip without the login cookie) gets 302 instead of 400.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { BrowserClient, type BrowserResponse } from '../../support/browser-client.js';
