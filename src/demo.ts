@@ -5,7 +5,7 @@
  */
 import type { Config } from './config/load.js';
 import { createDemoApi } from './dev/demo-api.js';
-import { createDevIdp } from './dev/idp.js';
+import { createDevIdp, devTtlFromEnv } from './dev/idp.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMemoryRedis } from './redis/memory.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
@@ -45,6 +45,7 @@ export async function startDemo(config: Config, options: { logger?: Logger } = {
     scopes: { 'api:read': 'Read data from the demo API' },
     resourceServers: { [audience]: { scope: 'api:read' } },
     defaultResource: audience,
+    ttl: devTtlFromEnv(),
     logger: (line) => logger.debug({ component: 'dev-idp' }, line),
   });
   const idpServer = await idp.listen(dev.idp.port, host);

@@ -177,6 +177,21 @@ const DEFAULT_TTL: Required<DevTtl> = {
   AuthorizationCode: 60,
 };
 
+/**
+ * The demo's one lifetime knob: DEV_IDP_ACCESS_TOKEN_TTL (seconds) shortens the dev provider's
+ * access tokens (600 s by default), so a silent refresh can be watched (or tested against the
+ * real `npm start`) without waiting ten minutes. Read here because dev/ may touch process.env.
+ */
+export function devTtlFromEnv(env: NodeJS.ProcessEnv = process.env): DevTtl {
+  const raw = env.DEV_IDP_ACCESS_TOKEN_TTL;
+  if (raw === undefined || raw === '') return {};
+  const seconds = Number(raw);
+  if (!Number.isSafeInteger(seconds) || seconds < 1) {
+    throw new Error(`DEV_IDP_ACCESS_TOKEN_TTL must be a whole number of seconds (at least 1), not ${JSON.stringify(raw)}`);
+  }
+  return { AccessToken: seconds };
+}
+
 // oidc-provider's default route; the handler serves the provider at the root of its origin.
 const AUTHORIZATION_PATH = '/auth';
 const ACCOUNT_COOKIE = 'devidp_account';

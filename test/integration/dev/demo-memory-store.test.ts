@@ -1,0 +1,132 @@
+/**
+ * The demo's in-memory fallback (SPEC §1): `npm start` (`node dist/cli.js`, no arguments, so
+ * config/default.yaml) on a machine with no Redis must still sign in, proxy and refresh, and say
+ * loudly in its log that sessions live in memory. The CLI runs as a child process with REDIS_URL
+ * on a closed port and PORT / DEV_IDP_PORT / DEV_API_PORT on free ports, exactly as a user would
+ * start it; nothing else about the config changes.
+ *
+ * The dev provider's access tokens live 600 s; DEV_IDP_ACCESS_TOKEN_TTL (src/dev/idp.ts) makes
+ * them live 35 s here, so with the default refreshSkewSeconds (30) a token is due for refresh
+ * 5 s after it is issued: the test waits for that moment, bounded, on the token's own `exp`.
+ *
+ * Mutation check (done by hand once, in a throwaway worktree): src/demo.ts, createRuntime:
+ * `if (!(err instanceof StartupError) || !dev.memoryStoreFallback) throw err;` → `throw err;`
+ * (no fallback): the CLI exits "cannot start" and this test fails.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { BrowserClient } from '../../support/browser-client.js';
+import { CLI, ensureBuilt, request } from '../../support/cli-process.js';
+import { signIn } from '../../support/drive-login.js';
+import { findFreePort } from '../../support/redis-server.js';
+import type { DemoApiAnswer } from '../../../src/dev/demo-api.js';
+
+const ACCESS_TOKEN_TTL_SECONDS = 35;
+/** config/default.yaml sets no tokens section: the schema's default skew applies. */
+const DEFAULT_REFRESH_SKEW_SECONDS = 30;
+const STARTUP_BOUND_MS = 20_000;
+const csrf = { 'x-csrf': '1', accept: 'application/json' };
+
+let child: ChildProcess | undefined;
+let output = '';
+let exitedWith: string | undefined;
+let port: number;
+let gatewayUrl: string;
+
+beforeAll(async () => {
+  ensureBuilt();
+  const [gatewayPort, idpPort, apiPort, closedPort] = [await findFreePort(), await findFreePort(), await findFreePort(), await findFreePort()];
+  port = gatewayPort;
+  gatewayUrl = `http://localhost:${port}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    DEV_IDP_PORT: String(idpPort),
+    DEV_API_PORT: String(apiPort),
+    HOST: '127.0.0.1',
+    // Nothing listens there: the demo must fall back to its in-memory store.
+    REDIS_URL: `redis://127.0.0.1:${closedPort}`,
+    LOG_LEVEL: 'info',
+    DEV_IDP_ACCESS_TOKEN_TTL: String(ACCESS_TOKEN_TTL_SECONDS),
+  };
+  delete env.BFF_CONFIG;
+  // `npm start` is `node dist/cli.js`: no --config, so config/default.yaml.
+  child = spawn(process.execPath, [CLI], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  child.stderr?.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  child.once('exit', (code, signal) => (exitedWith = `code ${code}, signal ${signal}`));
+
+  const deadline = performance.now() + STARTUP_BOUND_MS;
+  for (;;) {
+    if (exitedWith) throw new Error(`npm start exited during startup (${exitedWith}):\n${output}`);
+    const ready = await request(port, '/readyz').catch(() => undefined);
+    if (ready?.status === 200) break;
+    if (performance.now() > deadline) throw new Error(`npm start not ready within ${STARTUP_BOUND_MS} ms:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}, 200_000);
+
+afterAll(() => {
+  if (child && !exitedWith) child.kill('SIGKILL');
+});
+
+async function hello(client: BrowserClient): Promise<DemoApiAnswer> {
+  const res = await client.get(`${gatewayUrl}/api/hello`, { headers: csrf });
+  expect(res.status).toBe(200);
+  return res.json<DemoApiAnswer>();
+}
+
+const refreshesLogged = () => output.split('\n').filter((line) => line.includes('"event":"token_refresh","outcome":"success"')).length;
+
+async function untilLogged(check: () => boolean): Promise<void> {
+  const giveUpAt = Date.now() + 5_000;
+  while (!check()) {
+    if (Date.now() > giveUpAt) throw new Error(`not logged within 5 s:\n${output.slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Waits (bounded by the token's lifetime) until the gateway must see this expiry as due for refresh. */
+async function untilDueForRefresh(expiresAt: string): Promise<void> {
+  // The gateway's expiresAt is its own floor(now) + expires_in: up to a second after the `exp`
+  // the provider wrote, hence the extra second.
+  const due = Date.parse(expiresAt) - DEFAULT_REFRESH_SKEW_SECONDS * 1000 + 1_050;
+  const giveUpAt = Date.now() + (ACCESS_TOKEN_TTL_SECONDS + 2) * 1000;
+  while (Date.now() < due) {
+    if (Date.now() > giveUpAt) throw new Error(`the token's refresh moment (${expiresAt}) did not come within its lifetime`);
+    await new Promise((r) => setTimeout(r, Math.min(250, Math.max(10, due - Date.now()))));
+  }
+}
+
+describe('npm start with no Redis (config/default.yaml, REDIS_URL on a closed port)', () => {
+  it('says loudly, at warn level, that sessions are in memory', () => {
+    const fallback = output.split('\n').find((line) => line.includes('"event":"memory_store_fallback"'));
+    expect(fallback).toBeDefined();
+    expect(fallback).toContain('"level":40');
+    expect(fallback).toMatch(/!!! NO REDIS: the demo runs on an IN-MEMORY session store/);
+  });
+
+  it('signs in through the dev provider, proxies /api/hello with a token the demo API accepts, and refreshes it when due', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gatewayUrl);
+    expect((await client.get(`${gatewayUrl}/auth/user`, { headers: csrf })).status).toBe(200);
+
+    const first = await hello(client);
+    expect(first.subject).toBe('alice');
+    expect(first.scopes).toContain('api:read');
+    expect(first.expiresAt).not.toBeNull();
+
+    await untilDueForRefresh(first.expiresAt as string);
+    const refreshesBefore = refreshesLogged();
+    const second = await hello(client);
+    expect(second.subject).toBe('alice');
+    // A new token: it expires later than the first one did, and the gateway logged the refresh.
+    expect(Date.parse(second.expiresAt as string)).toBeGreaterThan(Date.parse(first.expiresAt as string));
+    // The log comes over a pipe, the answer over a socket: wait (bounded) for the line to arrive.
+    await untilLogged(() => refreshesLogged() > refreshesBefore);
+    expect(refreshesLogged()).toBe(refreshesBefore + 1);
+
+    // The refreshed session keeps working.
+    expect((await hello(client)).expiresAt).toBe(second.expiresAt);
+    expect(exitedWith).toBeUndefined();
+  }, 60_000);
+});
