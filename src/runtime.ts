@@ -119,6 +119,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
   });
 
+  metrics.watchDependencies({ redis: () => pingRedis(redis), provider: () => provider.isReady() });
+
   const cleanups: Array<() => void | Promise<void>> = [];
   return {
     config,

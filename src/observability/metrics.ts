@@ -15,6 +15,11 @@ export interface Metrics {
   loginTransactions: Counter<'outcome'>;
   /** Where the active-login-transactions gauge reads its value at scrape time. */
   countActiveLoginTransactions(source: () => Promise<number>): void;
+  /**
+   * Checks read at scrape time into `bff_dependency_up{dependency}` (1 usable, 0 not): what
+   * /readyz says, as a series an alert can watch (e.g. Redis down on every instance).
+   */
+  watchDependencies(checks: Record<string, () => Promise<boolean> | boolean>): void;
   /** Records a Redis operation: its latency by operation, and a command error when it failed. */
   observeRedis(operation: string, seconds: number, failed: boolean): void;
   upstreamErrors: Counter<'route' | 'kind'>;
@@ -39,6 +44,23 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       }
     },
   });
+  let dependencies: Record<string, () => Promise<boolean> | boolean> = {};
+  new Gauge({
+    name: 'bff_dependency_up',
+    help: 'Whether a dependency answers, checked at scrape time (1 yes, 0 no): redis (PING), provider (metadata loaded).',
+    labelNames: ['dependency'],
+    registers,
+    async collect() {
+      await Promise.all(
+        Object.entries(dependencies).map(async ([name, check]) => {
+          const up = await Promise.resolve()
+            .then(check)
+            .catch(() => false);
+          this.set({ dependency: name }, up ? 1 : 0);
+        }),
+      );
+    },
+  });
   const redisLatency = new Histogram({
     name: 'bff_redis_command_duration_seconds',
     help: 'Time of Redis operations, by operation (session_read is the one behind every proxied call), failures included.',
@@ -55,9 +77,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   // Label children bound once per operation: this runs on every proxied call.
   const latencyByOperation = new Map<string, ReturnType<typeof redisLatency.labels>>();
   const commandErrors = redisErrors.labels('command');
-  return {
+  const metrics: Metrics = {
     countActiveLoginTransactions(source) {
       activeSource = source;
+    },
+    watchDependencies(checks) {
+      dependencies = checks;
     },
     observeRedis(operation, seconds, failed) {
       let child = latencyByOperation.get(operation);
@@ -112,4 +137,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       registers,
     }),
   };
+  // Every known label set starts at 0, so that a series exists before its first event: rates
+  // and ratios in alerts see 0 rather than nothing (an absent series silences an alert).
+  for (const kind of ['connection', 'command']) redisErrors.inc({ kind }, 0);
+  for (const outcome of ['success', 'shared', 'invalid_grant', 'failure']) metrics.refreshes.inc({ outcome }, 0);
+  for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
+  for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed']) metrics.loginTransactions.inc({ outcome }, 0);
+  return metrics;
 }
