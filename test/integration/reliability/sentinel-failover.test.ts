@@ -10,9 +10,12 @@
  * Replication is asynchronous, so before the kill the test makes it explicit: WAIT on the
  * master for the replica's acknowledgement, then reads the session key on the replica.
  *
- * Mutation check (done by hand once, in a throwaway worktree): src/redis/errors.ts, make a Redis
- * failure a sign-out: `return new GatewayError('login_required', { cause });` instead of
- * session_store_unavailable: the calls during the switch answer 401 and this test fails.
+ * Mutation checks (each done by hand once, in a throwaway worktree):
+ *   - src/redis/errors.ts, storeUnavailable: `new GatewayError('login_required', { cause })`
+ *     instead of session_store_unavailable (a Redis failure signs out): the calls during the
+ *     switch answer 401 login_required and this test fails.
+ *   - src/redis/client.ts: `retryStrategy: () => null` (never reconnect): Sentinel promotes the
+ *     replica but the gateway answers 503 until the bound, and this test fails.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
