@@ -2,8 +2,8 @@
  * The demo's in-memory fallback (SPEC §1): `npm start` (`node dist/cli.js`, no arguments, so
  * config/default.yaml) on a machine with no Redis must still sign in, proxy and refresh, and say
  * loudly in its log that sessions live in memory. The CLI runs as a child process with REDIS_URL
- * on a closed port and PORT / DEV_IDP_PORT / DEV_API_PORT on free ports, exactly as a user would
- * start it; nothing else about the config changes.
+ * on a closed port (127.0.0.1:1) and PORT / DEV_IDP_PORT / DEV_API_PORT on free ports, exactly
+ * as a user would start it; nothing else about the config changes.
  *
  * The dev provider's access tokens live 600 s; DEV_IDP_ACCESS_TOKEN_TTL (src/dev/idp.ts) makes
  * them live 35 s here, so with the default refreshSkewSeconds (30) a token is due for refresh
@@ -29,40 +29,51 @@ const csrf = { 'x-csrf': '1', accept: 'application/json' };
 let child: ChildProcess | undefined;
 let output = '';
 let exitedWith: string | undefined;
-let port: number;
 let gatewayUrl: string;
 
-beforeAll(async () => {
-  ensureBuilt();
-  const [gatewayPort, idpPort, apiPort, closedPort] = [await findFreePort(), await findFreePort(), await findFreePort(), await findFreePort()];
-  port = gatewayPort;
+/** Starts `npm start` on fresh free ports and waits (bounded) for /readyz; false if a port was taken. */
+async function startNpmStart(): Promise<boolean> {
+  const [port, idpPort, apiPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
   gatewayUrl = `http://localhost:${port}`;
+  output = '';
+  exitedWith = undefined;
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORT: String(port),
     DEV_IDP_PORT: String(idpPort),
     DEV_API_PORT: String(apiPort),
     HOST: '127.0.0.1',
-    // Nothing listens there: the demo must fall back to its in-memory store.
-    REDIS_URL: `redis://127.0.0.1:${closedPort}`,
+    // Port 1: privileged, so nothing a test run starts can be listening there.
+    REDIS_URL: 'redis://127.0.0.1:1',
     LOG_LEVEL: 'info',
     DEV_IDP_ACCESS_TOKEN_TTL: String(ACCESS_TOKEN_TTL_SECONDS),
   };
   delete env.BFF_CONFIG;
   // `npm start` is `node dist/cli.js`: no --config, so config/default.yaml.
-  child = spawn(process.execPath, [CLI], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.on('data', (c: Buffer) => (output += c.toString('utf8')));
-  child.stderr?.on('data', (c: Buffer) => (output += c.toString('utf8')));
-  child.once('exit', (code, signal) => (exitedWith = `code ${code}, signal ${signal}`));
+  const started = spawn(process.execPath, [CLI], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child = started;
+  started.stdout?.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  started.stderr?.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  started.once('exit', (code, signal) => (exitedWith = `code ${code}, signal ${signal}`));
 
   const deadline = performance.now() + STARTUP_BOUND_MS;
   for (;;) {
+    // The ports were free when asked for, but someone may have bound one since.
+    if (/EADDRINUSE/.test(output)) {
+      if (!exitedWith) started.kill('SIGKILL');
+      return false;
+    }
     if (exitedWith) throw new Error(`npm start exited during startup (${exitedWith}):\n${output}`);
     const ready = await request(port, '/readyz').catch(() => undefined);
-    if (ready?.status === 200) break;
+    if (ready?.status === 200) return true;
     if (performance.now() > deadline) throw new Error(`npm start not ready within ${STARTUP_BOUND_MS} ms:\n${output}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+beforeAll(async () => {
+  ensureBuilt();
+  if (!(await startNpmStart()) && !(await startNpmStart())) throw new Error(`npm start: ports taken twice:\n${output}`);
 }, 200_000);
 
 afterAll(() => {
