@@ -18,6 +18,7 @@ import { startDemo } from '../../src/demo.js';
 import { startGateway, type RunningGateway } from '../../src/main.js';
 import { createRuntime } from '../../src/runtime.js';
 import { findFreePort, redisUrlForTests } from './redis-server.js';
+import { withTimeout } from './wait.js';
 
 export const DEFAULT_CONFIG_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../config/default.yaml');
 
@@ -40,20 +41,6 @@ export interface DemoOptions {
   logLevel?: string;
   /** Bound on waiting for the gateway to load the provider's metadata; default 10 s. */
   readyTimeoutMs?: number;
-}
-
-async function withTimeout<T>(what: string, ms: number, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function isAddressInUse(err: unknown): boolean {
@@ -88,7 +75,7 @@ async function startOnce(options: DemoOptions): Promise<RunningDemo> {
       await runtime.close();
       throw err;
     }
-    await withTimeout('the gateway loading the provider metadata', options.readyTimeoutMs ?? 10_000, runtime.provider.ready());
+    await withTimeout(runtime.provider.ready(), options.readyTimeoutMs ?? 10_000, 'the gateway loading the provider metadata');
   } catch (err) {
     await gateway?.shutdown();
     await demo.stop();
@@ -106,9 +93,9 @@ async function startOnce(options: DemoOptions): Promise<RunningDemo> {
     stop() {
       stopping ??= (async () => {
         try {
-          await withTimeout('gateway shutdown', 15_000, running.shutdown());
+          await withTimeout(running.shutdown(), 15_000, 'gateway shutdown');
         } finally {
-          await withTimeout('demo provider and API shutdown', 5_000, demo.stop());
+          await withTimeout(demo.stop(), 5_000, 'demo provider and API shutdown');
         }
       })();
       return stopping;

@@ -10,6 +10,7 @@ import { verifyIdToken } from '../../../src/oidc/id-token.js';
 import { BrowserClient } from '../../support/browser-client.js';
 import { buildTestConfig, reserveServer, startTestGateway, gatewayClient } from '../../support/gateway.js';
 import { startTestProvider } from '../../support/oidc-provider.js';
+import { eventually } from '../../support/wait.js';
 
 const ISSUER = 'https://idp.example';
 const checks = { issuer: ISSUER, clientId: 'bff', algorithms: ['RS256', 'ES256'], clockToleranceSeconds: 5 };
@@ -132,7 +133,8 @@ describe('provider metadata', () => {
     const configured = provider.issuer.replace('127.0.0.1', 'localhost');
     const gw = await startTestGateway(buildTestConfig({ issuer: configured, publicUrl: reserved.url }), reserved, { waitForProvider: false });
     try {
-      await new Promise((r) => setTimeout(r, 500));
+      // Wait for the event itself: the first discovery attempt has failed (bounded), not a guess at how long it takes.
+      await eventually('a discovery_failed log line', 10_000, () => gw.logs.some((l) => l.includes('discovery_failed')), { intervalMs: 20 });
       const client = new BrowserClient();
       const ready = await client.get(`${gw.url}/readyz`);
       expect(ready.status).toBe(503);

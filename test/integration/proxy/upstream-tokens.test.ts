@@ -13,6 +13,7 @@ import type { TestProvider } from '../../support/oidc-provider.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { withTimeout } from '../../support/wait.js';
 import type { Config } from '../../../src/config/load.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -275,7 +276,7 @@ describe('WebSockets', () => {
     const closed = new Promise<number>((resolve) => ws.once('close', () => resolve(Date.now())));
     const loggedOut = Date.now();
     await client.post(`${gw.url}/auth/logout`, { headers: csrf });
-    const closedAt = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(-1), 8000))]);
+    const closedAt = await withTimeout(closed, 8000, 'the socket closing', { fallback: -1 });
     expect(closedAt).toBeGreaterThan(0);
     console.log(`WebSocket closed ${closedAt - loggedOut} ms after logout`);
   });

@@ -18,6 +18,7 @@ import {
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 const READY_BOUND_MS = 10_000;
@@ -95,11 +96,7 @@ describe('once the provider is back', () => {
     const started = performance.now();
     const client = new BrowserClient();
     let status = 0;
-    while (performance.now() - started < READY_BOUND_MS) {
-      status = (await client.get(`${gw.url}/readyz`)).status;
-      if (status === 200) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await eventually('/readyz 200', READY_BOUND_MS, async () => (status = (await client.get(`${gw.url}/readyz`)).status) === 200, { intervalMs: 100 }).catch(() => undefined);
     console.log(`provider back: /readyz 200 after ${Math.round(performance.now() - started)} ms (discovery retry backoff 100 ms → 1 s)`);
     expect(status).toBe(200);
 

@@ -13,6 +13,7 @@ import { randomKey, randomSecret } from '../../support/config.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 
@@ -70,11 +71,7 @@ async function startGatewayProcess(shutdownTimeoutSeconds: number): Promise<{ pr
 }
 
 async function waitForUpstreamRequest(count: number): Promise<void> {
-  const deadline = performance.now() + 5_000;
-  while (upstream.requests.length < count) {
-    if (performance.now() > deadline) throw new Error('the slow call never reached the upstream');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await eventually('the slow call reaching the upstream', 5_000, () => upstream.requests.length >= count, { intervalMs: 10 });
 }
 
 describe('SIGTERM', () => {

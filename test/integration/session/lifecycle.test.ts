@@ -17,6 +17,7 @@ import { startTestProvider, type TestProvider } from '../../support/oidc-provide
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 import type { Config } from '../../../src/config/load.js';
 
@@ -295,13 +296,7 @@ describe('timeouts', () => {
       reserved,
     );
     const key = (b: Browser) => short.runtime.keys.session(digest(sessionIdFromCookie(b.cookie)));
-    const waitFor = async (what: string, check: () => Promise<boolean>) => {
-      const deadline = performance.now() + 15_000;
-      while (!(await check())) {
-        if (performance.now() > deadline) throw new Error(`${what}: not within 15 s`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const waitFor = (what: string, check: () => Promise<boolean>) => eventually(what, 15_000, check);
     try {
       const a = await browser('alice', short);
       const started = performance.now();

@@ -19,6 +19,7 @@ import { createTestClock } from '../../support/gateway.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -68,15 +69,6 @@ async function callUpstream(b: SignedIn): Promise<string | undefined> {
 
 const nowSeconds = () => Math.floor(clock.now() / 1000);
 const refreshGrants = () => stack.provider.counters.grants.refresh_token ?? 0;
-
-/** Polls `check` until it holds, for at most `ms`. */
-async function eventually(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('tokens.refreshSkewSeconds', () => {
   it('refreshes a token expiring inside the window before using it, and not one expiring after it', async () => {
@@ -136,7 +128,7 @@ describe('revocation when a session ends', () => {
     const res = await new BrowserClient().post(`${stack.gateway.url}/auth/backchannel-logout`, { form: { logout_token: logoutToken } });
     expect(res.status).toBe(200);
     expect((await b.client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).status).toBe(401);
-    await eventually(async () => !(await stack.provider.introspect(tokens?.refreshToken as string)).active, 10_000, 'refresh token revoked');
+    await eventually('refresh token revoked', 10_000, async () => !(await stack.provider.introspect(tokens?.refreshToken as string)).active, { intervalMs: 25 });
   });
 
   it('revokes on POST /auth/logout and tells the browser to clear site storage', async () => {
