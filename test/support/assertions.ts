@@ -1,6 +1,7 @@
 import { digest } from '../../src/redis/keys.js';
 import type { TokenSet } from '../../src/session/tokens.js';
 import type { TestGateway } from './gateway.js';
+import { findSecret } from './secrets.js';
 
 interface ResponseLike {
   status: number;
@@ -19,10 +20,8 @@ export function expectErrorBody(res: ResponseLike, code: string, status?: number
 
 /** Fails naming which secret appeared where (without printing the secret itself). */
 export function expectNoSecretIn(haystack: string, secrets: Record<string, string | undefined>, where: string): void {
-  for (const [name, value] of Object.entries(secrets)) {
-    if (!value) continue;
-    if (haystack.includes(value)) throw new Error(`${name} found in ${where}`);
-  }
+  const first = findSecret(haystack, secrets);
+  if (first !== undefined) throw new Error(`${first} found in ${where}`);
 }
 
 /** The session ID inside a signed express-session cookie value (`s:<id>.<signature>`). */

@@ -16,6 +16,7 @@ import { redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { dumpRedis } from '../../support/redis-dump.js';
+import { findSecrets } from '../../support/secrets.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -120,9 +121,7 @@ let cookieSecrets: Record<string, string | undefined>;
 const findings: string[] = [];
 
 function search(haystack: string, secrets: Record<string, string | undefined>, where: string): void {
-  for (const [name, value] of Object.entries(secrets)) {
-    if (value && haystack.includes(value)) findings.push(`${name} in ${where}`);
-  }
+  findings.push(...findSecrets(haystack, secrets).map((name) => `${name} in ${where}`));
 }
 
 beforeAll(async () => {
