@@ -149,8 +149,12 @@ function parseCommandStats(info: string): Record<string, number> {
   return stats;
 }
 
-async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
-  // SCAN may return a key more than once; a Set keeps the result exact.
+// The suite's one Redis dump (redis-dump.ts opens a connection by URL around it). It lives
+// here because global-setup loads this file with Node's own loader, where a relative `.js`
+// import of another TypeScript file would not resolve.
+
+/** Every key matching `pattern`, sorted; SCAN may return a key more than once, a Set keeps it exact. */
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
   const seen = new Set<string>();
   let cursor = '0';
   do {
@@ -161,29 +165,54 @@ async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
   return [...seen].sort();
 }
 
-async function valuesOf(redis: Redis, key: string): Promise<string[]> {
+interface KeyContent {
+  /** Every value, hash field names included. */
+  values: string[];
+  /** The key's content as one text (a hash as JSON). */
+  text: string;
+}
+
+async function readKey(redis: Redis, key: string): Promise<KeyContent | undefined> {
   const type = await redis.type(key);
+  const list = (values: string[]): KeyContent => ({ values, text: values.join(' ') });
   switch (type) {
     case 'string': {
       const v = await redis.get(key);
-      return v === null ? [] : [v];
+      return v === null ? undefined : { values: [v], text: v };
     }
-    case 'hash':
-      return Object.entries(await redis.hgetall(key)).flat();
+    case 'hash': {
+      const hash = await redis.hgetall(key);
+      return { values: Object.entries(hash).flat(), text: JSON.stringify(hash) };
+    }
     case 'set':
-      return redis.smembers(key);
+      return list(await redis.smembers(key));
     case 'list':
-      return redis.lrange(key, 0, -1);
+      return list(await redis.lrange(key, 0, -1));
     case 'zset':
-      return redis.zrange(key, 0, -1);
-    case 'stream': {
-      const entries = await redis.xrange(key, '-', '+');
-      return entries.flatMap(([, fields]) => fields);
-    }
+      return list(await redis.zrange(key, 0, -1));
+    case 'stream':
+      return list((await redis.xrange(key, '-', '+')).flatMap(([, fields]) => fields));
     default:
       // 'none': the key expired between SCAN and TYPE.
-      return [];
+      return undefined;
   }
+}
+
+export interface DumpOptions {
+  /** 'lines' (default): one `<key> <content>` per key; 'values': every value, flat. */
+  shape?: 'lines' | 'values';
+}
+
+/** The dump over an open connection (the caller owns it). */
+export async function dumpWith(redis: Redis, pattern: string, options: DumpOptions = {}): Promise<string[]> {
+  const out: string[] = [];
+  for (const key of await scanKeys(redis, pattern)) {
+    const content = await readKey(redis, key);
+    if (!content) continue;
+    if (options.shape === 'values') out.push(...content.values);
+    else out.push(`${key} ${content.text}`);
+  }
+  return out;
 }
 
 interface ProcessSpec {
@@ -323,11 +352,7 @@ class ManagedRedis implements RedisServer {
   }
 
   dumpValues(pattern = '*'): Promise<string[]> {
-    return withAdminConnection(this.port, async (r) => {
-      const values: string[] = [];
-      for (const key of await scanKeys(r, pattern)) values.push(...(await valuesOf(r, key)));
-      return values;
-    });
+    return withAdminConnection(this.port, (r) => dumpWith(r, pattern, { shape: 'values' }));
   }
 
   private running(): ChildProcess {
