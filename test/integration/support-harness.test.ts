@@ -1,6 +1,7 @@
 // Proves the test harness itself: if these fail, every other integration failure is suspect.
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 import WebSocket from 'ws';
 import {
@@ -10,6 +11,8 @@ import {
   startRedisServer,
   type RedisServer,
 } from '../support/redis-server.js';
+import { incomingHeaders, rawExchange } from '../support/raw-http.js';
+import { eventually } from '../support/wait.js';
 import { startUpstream, type Upstream } from '../support/upstream.js';
 
 const MiB = 1024 * 1024;
@@ -24,24 +27,24 @@ interface Reply {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
+  socket?: Socket;
 }
 
-function request(
+/** A request through the suite's raw client; `keepOpen` leaves the connection open (keep-alive). */
+async function request(
   url: string,
-  opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: Buffer; agent?: http.Agent } = {},
+  opts: { method?: string; headers?: Record<string, string | string[]>; body?: Buffer; keepOpen?: boolean } = {},
 ): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.headers, agent: opts.agent, timeout: 10_000 });
-    req.once('timeout', () => req.destroy(new Error(`timeout: ${url}`)));
-    req.once('error', reject);
-    req.once('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.once('error', reject);
-    });
-    req.end(opts.body);
+  const target = new URL(url);
+  const headers = Object.entries(opts.headers ?? {}).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v): [string, string] => [name, v]));
+  const res = await rawExchange(target.origin, {
+    target: `${target.pathname}${target.search}`,
+    headers,
+    ...(opts.method ? { method: opts.method } : {}),
+    ...(opts.body ? { body: opts.body } : {}),
+    ...(opts.keepOpen ? { keepOpen: true } : {}),
   });
+  return { status: res.status, headers: incomingHeaders(res), body: res.body, ...(res.socket ? { socket: res.socket } : {}) };
 }
 
 function errorCode(p: Promise<unknown>): Promise<string | undefined> {
@@ -329,15 +332,16 @@ describe('upstream harness', () => {
   });
 
   test('stop refuses connections (even with keep-alive sockets open), start accepts them again', async () => {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    let keptAlive: Socket | undefined;
     try {
-      expect((await request(`${upstream.url}/echo`, { agent })).status).toBe(200);
+      const first = await request(`${upstream.url}/echo`, { keepOpen: true });
+      keptAlive = first.socket;
+      expect(first.status).toBe(200);
+      expect(keptAlive?.destroyed).toBe(false);
       const port = upstream.port;
       // A pending slow request and an open SSE stream must not keep stop() waiting.
       const pending = errorCode(request(`${upstream.url}/slow?ms=20000`));
-      for (let i = 0; i < 100 && !upstream.requests.some((r) => r.url.startsWith('/slow')); i++) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await eventually('the slow request recorded', 2_000, () => upstream.requests.some((r) => r.url.startsWith('/slow')), { intervalMs: 20 }).catch(() => undefined);
       expect(upstream.requests.some((r) => r.url.startsWith('/slow'))).toBe(true);
       const t0 = Date.now();
       await upstream.stop();
@@ -349,7 +353,7 @@ describe('upstream harness', () => {
       expect(upstream.port).toBe(port);
       expect((await request(`${upstream.url}/echo`)).status).toBe(200);
     } finally {
-      agent.destroy();
+      keptAlive?.destroy();
     }
   }, 15_000);
 

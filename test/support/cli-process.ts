@@ -4,9 +4,11 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import path from 'node:path';
 import { stringify as toYaml } from 'yaml';
+import { incomingHeaders, rawExchange } from './raw-http.js';
+import { eventually, withTimeout } from './wait.js';
 
 const ROOT = process.cwd();
 export const CLI = path.join(ROOT, 'dist', 'cli.js');
@@ -73,15 +75,8 @@ export function killAllCli(): void {
   for (const child of children) child.kill('SIGKILL');
 }
 
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+/** Re-exported for the tests that import it from here; the one implementation is in wait.ts. */
+export { withTimeout };
 
 export function writeConfigFile(dir: string, name: string, doc: unknown): string {
   const file = path.join(dir, name);
@@ -96,32 +91,24 @@ export interface Answer {
   at: number;
 }
 
-/** One request on a fresh connection (no keep-alive agent), so a refused connection is visible. */
-export function request(port: number, pathname: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, at: performance.now() }));
-      res.on('error', reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+/** One request on a fresh connection (the suite's raw client), so a refused connection is visible. */
+export async function request(port: number, pathname: string, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await rawExchange(`http://127.0.0.1:${port}`, { target: pathname, headers, deadlineMs: 30_000 });
+  return { status: res.status, headers: incomingHeaders(res), body: res.text, at: res.at };
 }
 
 /** Starts the CLI on `configFile` and waits (bounded) until `/readyz` on `port` answers 200. */
 export async function startCliGateway(configFile: string, port: number): Promise<Spawned> {
   const proc = runCli(['--config', configFile]);
   const started = performance.now();
-  for (;;) {
-    if (proc.hasExited()) throw new Error(`the gateway exited during startup:\n${proc.output()}`);
-    const ready = await request(port, '/readyz').catch(() => undefined);
-    if (ready?.status === 200) break;
-    if (performance.now() - started > STARTUP_BOUND_MS) throw new Error(`not ready within ${STARTUP_BOUND_MS} ms:\n${proc.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    await eventually('/readyz 200', STARTUP_BOUND_MS, async () => (await request(port, '/readyz')).status === 200, {
+      intervalMs: 100,
+      ignoreErrors: true,
+      abort: () => (proc.hasExited() ? 'the gateway exited during startup' : undefined),
+    });
+  } catch (err) {
+    throw new Error(`${(err as Error).message}:\n${proc.output()}`);
   }
   console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
   return proc;

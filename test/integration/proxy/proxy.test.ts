@@ -17,6 +17,8 @@ import {
 } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { rawExchange } from '../../support/raw-http.js';
+import { eventually } from '../../support/wait.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import type { Config } from '../../../src/config/load.js';
@@ -154,25 +156,13 @@ describe('refusals that never reach the upstream', () => {
     const { cookie } = await signedInClient();
     // Raw paths: fetch would normalise dot segments before sending them.
     for (const path of ['/api/x/%2e%2e/admin', '/api/x/../admin', '/api/a%2fb', '/api/a%5Cb']) {
-      const res = await rawRequest(path, { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` });
+      const res = await rawExchange(gw.url, { target: path, headers: { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` } });
       expect([path, res.status]).toEqual([path, 400]);
-      expect(JSON.parse(res.body)).toMatchObject({ error: 'invalid_request' });
+      expect(JSON.parse(res.text)).toMatchObject({ error: 'invalid_request' });
     }
     expect(upstream.requests).toHaveLength(0);
   });
 });
-
-function rawRequest(path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  const { hostname, port } = new URL(gw.url);
-  return new Promise((resolve, reject) => {
-    http
-      .get({ hostname, port, path, headers }, (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (d: string) => (body += d)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      })
-      .on('error', reject);
-  });
-}
 
 describe('silent refresh', () => {
   it('refreshes an expired access token once, before forwarding, and keeps the rotated refresh token', async () => {
@@ -270,8 +260,7 @@ describe('upstream failures and streaming', () => {
         if (sentWhenUpstreamSawData < 0 && sent >= 1024 * 1024) {
           // Hold the rest back until the upstream has bytes: a gateway that buffered the
           // whole body first would never forward any, and this would time out.
-          const deadline = Date.now() + 10_000;
-          while (upstreamBytes === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+          await eventually('the upstream receiving bytes', 10_000, () => upstreamBytes > 0, { intervalMs: 5 }).catch(() => undefined);
           sentWhenUpstreamSawData = upstreamBytes > 0 ? sent : size;
         }
       }

@@ -9,11 +9,11 @@
  * fine, those are < 500 too.
  */
 import fc from 'fast-check';
-import net from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import type { TestGateway } from '../../support/gateway.js';
 import { startStack, type Stack } from '../../support/stack.js';
+import { latin1Bytes, rawExchange, headerValues, type RawResponse } from '../../support/raw-http.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const NUM_RUNS = 150;
@@ -22,7 +22,6 @@ const REQUEST_TIMEOUT_MS = 10_000;
 let stack: Stack;
 let upstream: Upstream;
 let gw: TestGateway;
-let port: number;
 let sessionCookieName: string;
 let loginCookieName: string;
 /** A real, signed-in session cookie value (as the browser stores it). */
@@ -47,7 +46,6 @@ beforeAll(async () => {
   });
   const { config } = stack;
   gw = stack.gateway;
-  port = Number(new URL(gw.url).port);
   sessionCookieName = config.derived.sessionCookieName;
   loginCookieName = config.derived.loginCookieName;
   const client = new BrowserClient();
@@ -63,11 +61,8 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-// ---------------------------------------------------------------------------------------------
-// A raw HTTP/1.1 client: bytes out exactly as given, one connection per request.
-// ---------------------------------------------------------------------------------------------
-
-interface RawRequest {
+/** What the properties generate: bytes as given, headers as ordered pairs (duplicates allowed). */
+interface HostileRequest {
   method: string;
   /** Request target, as bytes in a latin1 string (see bytes()). */
   target: string;
@@ -76,116 +71,41 @@ interface RawRequest {
   body?: string;
 }
 
-interface RawAnswer {
-  status: number;
-  headers: Map<string, string[]>;
-  body: string;
-}
+const bytes = latin1Bytes;
 
-/** A Unicode string as its UTF-8 bytes, one latin1 char per byte. */
-const bytes = (s: string) => Buffer.from(s, 'utf8').toString('latin1');
-
-function describe_(req: RawRequest): string {
+function describe_(req: HostileRequest): string {
   const headers = (req.headers ?? []).map(([n, v]) => `${n}: ${v.length > 120 ? `${v.slice(0, 120)}…(${v.length})` : v}`);
   const target = req.target.length > 200 ? `${req.target.slice(0, 200)}…(${req.target.length})` : req.target;
   return `${req.method} ${JSON.stringify(target)} ${JSON.stringify(headers)}${req.body ? ` body(${req.body.length})` : ''}`;
 }
 
-function dechunk(body: Buffer): Buffer {
-  const out: Buffer[] = [];
-  let i = 0;
-  for (;;) {
-    const eol = body.indexOf('\r\n', i);
-    if (eol < 0) break;
-    const size = parseInt(body.subarray(i, eol).toString('latin1'), 16);
-    if (!Number.isFinite(size) || size === 0) break;
-    out.push(body.subarray(eol + 2, eol + 2 + size));
-    i = eol + 2 + size + 2;
-  }
-  return Buffer.concat(out);
-}
-
-function parseAnswer(raw: Buffer): RawAnswer | undefined {
-  let rest = raw;
-  for (;;) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end < 0) return undefined;
-    const head = rest.subarray(0, end).toString('latin1').split('\r\n');
-    const m = /^HTTP\/1\.[01] (\d{3})/.exec(head[0] ?? '');
-    if (!m) return undefined;
-    const status = Number(m[1]);
-    const headers = new Map<string, string[]>();
-    for (const line of head.slice(1)) {
-      const colon = line.indexOf(':');
-      if (colon < 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
-    }
-    const bodyBytes = rest.subarray(end + 4);
-    if (status >= 100 && status < 200) {
-      rest = bodyBytes; // 100 Continue and friends: the real answer follows
-      continue;
-    }
-    const chunked = (headers.get('transfer-encoding') ?? []).some((v) => /chunked/i.test(v));
-    return { status, headers, body: (chunked ? dechunk(bodyBytes) : bodyBytes).toString('utf8') };
-  }
-}
-
-function send(req: RawRequest): Promise<RawAnswer> {
-  const headers = req.headers ?? [];
-  const hasHost = headers.some(([n]) => n.toLowerCase() === 'host');
-  let head = `${req.method} ${req.target} HTTP/1.1\r\n`;
-  if (!hasHost) head += `Host: 127.0.0.1:${port}\r\n`;
-  for (const [name, value] of headers) head += `${name}: ${value}\r\n`;
-  const body = req.body === undefined ? undefined : Buffer.from(req.body, 'latin1');
-  if (body) head += `Content-Length: ${body.length}\r\n`;
-  head += 'Connection: close\r\n\r\n';
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    const chunks: Buffer[] = [];
-    let settled = false;
-    const finish = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      const answer = parseAnswer(Buffer.concat(chunks));
-      if (answer) resolve(answer);
-      else reject(new Error(`no HTTP answer (${err ? err.message : 'connection closed'}) to ${describe_(req)}; got ${JSON.stringify(Buffer.concat(chunks).toString('latin1').slice(0, 200))}`));
-    };
-    const timer = setTimeout(() => finish(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)), REQUEST_TIMEOUT_MS);
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.once('end', () => finish());
-    socket.once('close', () => finish());
-    // A reset after the answer arrived is fine; without one, finish() reports it.
-    socket.once('error', (err) => finish(err));
-    socket.once('connect', () => {
-      socket.write(Buffer.from(head, 'latin1'));
-      if (body) socket.write(body);
-    });
+/** One connection per request, closed after it (the shared raw client), failures naming the request. */
+function send(req: HostileRequest): Promise<RawResponse> {
+  return rawExchange(gw.url, { ...req, headers: req.headers ?? [], deadlineMs: REQUEST_TIMEOUT_MS }).catch((err: Error) => {
+    throw new Error(`${err.message} [${describe_(req)}]`);
   });
 }
 
 const STACK = /\bat .+\.(ts|js):\d+|node_modules|\/src\/\S+\.ts/;
 
 /** Sends, then checks everything SPEC §6/§7 promises about the answer. */
-async function check(req: RawRequest): Promise<RawAnswer> {
+async function check(req: HostileRequest): Promise<RawResponse> {
   const res = await send(req);
   statusCounts.set(res.status, (statusCounts.get(res.status) ?? 0) + 1);
   const testName = expect.getState().currentTestName ?? '?';
   const r = reach.get(testName) ?? { gateway: 0, node: 0 };
   // Node's own refusals carry no Content-Type; everything the gateway (or an upstream) says has one.
-  if (res.headers.has('content-type')) r.gateway += 1;
+  if (headerValues(res, 'content-type').length > 0) r.gateway += 1;
   else r.node += 1;
   reach.set(testName, r);
-  const where = `${res.status} for ${describe_(req)}: ${res.body.slice(0, 300)}`;
+  const where = `${res.status} for ${describe_(req)}: ${res.text.slice(0, 300)}`;
   if (res.status >= 500) throw new Error(`5xx: ${where}`);
-  if (STACK.test(res.body)) throw new Error(`stack trace or source path in the body: ${where}`);
-  const type = res.headers.get('content-type')?.[0] ?? '';
+  if (STACK.test(res.text)) throw new Error(`stack trace or source path in the body: ${where}`);
+  const type = headerValues(res, 'content-type')[0] ?? '';
   if (res.status >= 400 && /json/i.test(type) && req.method !== 'HEAD') {
     let body: unknown;
     try {
-      body = JSON.parse(res.body);
+      body = JSON.parse(res.text);
     } catch {
       throw new Error(`invalid JSON: ${where}`);
     }
@@ -194,7 +114,7 @@ async function check(req: RawRequest): Promise<RawAnswer> {
     if (keys !== 'error,error_description' || typeof error !== 'string' || typeof error_description !== 'string' || !/^[a-z_]+$/.test(error)) {
       throw new Error(`not the SPEC error shape: ${where}`);
     }
-    if (!(res.headers.get('cache-control') ?? []).some((v) => v.includes('no-store'))) throw new Error(`no Cache-Control: no-store: ${where}`);
+    if (!headerValues(res, 'cache-control').some((v) => v.includes('no-store'))) throw new Error(`no Cache-Control: no-store: ${where}`);
   }
   return res;
 }
@@ -398,10 +318,10 @@ it('refuses a 10 KB state at /auth/callback with a 4xx, as JSON or as an HTML pa
   const json = await check({ method: 'GET', target: `/auth/callback?state=${state}&code=abc`, headers: [['Accept', 'application/json'], ['Cookie', cookie]] });
   expect(json.status).toBeGreaterThanOrEqual(400);
   expect(json.status).toBeLessThan(500);
-  expect(json.headers.get('content-type')?.[0]).toMatch(/json/);
+  expect(headerValues(json, 'content-type')[0]).toMatch(/json/);
   const html = await check({ method: 'GET', target: `/auth/callback?state=${state}&code=abc&iss=x`, headers: [['Accept', 'text/html'], ['Cookie', cookie]] });
   expect(html.status).toBe(json.status);
-  expect(html.headers.get('content-type')?.[0]).toMatch(/html/);
+  expect(headerValues(html, 'content-type')[0]).toMatch(/html/);
 });
 
 it('survives random callback parameters of any length (state up to 12 KB)', async () => {
@@ -447,7 +367,7 @@ it('answers garbage logout_token bodies at POST /auth/backchannel-logout with 40
       const res = await check({ method: 'POST', target: '/auth/backchannel-logout', headers, body: text });
       // SPEC §3: "400 invalid_request otherwise"
       expect(res.status).toBe(400);
-      expect(JSON.parse(res.body)).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
+      expect(JSON.parse(res.text)).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
     }),
     runs,
   );
