@@ -13,6 +13,8 @@ import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { tokensOfSession } from '../support/assertions.js';
+import { findSecret } from '../support/secrets.js';
+import { withTimeout } from '../support/wait.js';
 import type { TestGateway } from '../support/gateway.js';
 import type { TokenSet } from '../../src/session/tokens.js';
 
@@ -29,7 +31,15 @@ const CHROMIUM_ARGS = [
   // No --user-data-dir: Playwright refuses it in `args` and gives every launch a fresh
   // temporary profile of its own (playwright_chromiumdev_profile-*), removed on close.
 ];
+/** Bound of every single wait (Playwright's default timeout, set per context, and ours). */
 const WAIT_MS = 15_000;
+/**
+ * Jest's timeout per test, proportionate to its waits: `steps` sequential phases (navigation,
+ * a provider page, an API round trip, reading the recorded bodies...), each bounded by WAIT_MS.
+ * A slow step fails with its own message well before this backstop; the global 30 s would cut
+ * a healthy test short on a busy machine.
+ */
+const testTimeout = (steps: number) => steps * WAIT_MS;
 const ARTIFACTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-artifacts/e2e');
 
 const haveChromium = existsSync(CHROMIUM);
@@ -58,16 +68,6 @@ interface Recorder {
   /** Every request URL the browser made, in order. */
   requests: string[];
   responses(): Promise<SeenResponse[]>;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<T>((resolve) => {
-      timer = setTimeout(() => resolve(fallback), ms);
-    }),
-  ]);
 }
 
 /**
@@ -103,11 +103,11 @@ async function record(context: BrowserContext): Promise<Recorder> {
   context.on('requestfinished', (request) => {
     pending.push(
       (async () => {
-        const response = await withTimeout(request.response().catch(() => null), 5_000, null);
+        const response = await withTimeout(request.response().catch(() => null), 5_000, 'the response', { fallback: null });
         if (!response) return { url: request.url(), status: 0, headers: '', body: undefined };
         const [headers, body] = await Promise.all([
-          withTimeout(response.allHeaders().catch(() => ({})), 5_000, {}),
-          withTimeout(response.text().catch(() => undefined), 5_000, undefined),
+          withTimeout(response.allHeaders().catch(() => ({})), 5_000, 'the headers', { fallback: {} }),
+          withTimeout(response.text().catch(() => undefined), 5_000, 'the body', { fallback: undefined }),
         ]);
         return { url: response.url(), status: response.status(), headers: JSON.stringify(headers), body };
       })(),
@@ -144,11 +144,6 @@ function unreadableBodies(responses: SeenResponse[]): string[] {
     .map((r) => `${r.status} ${r.url.slice(0, 80)}`);
 }
 
-/** Fails naming the secret and where it was found, without printing the secret. */
-function findSecret(haystack: string, secrets: Record<string, string>): string | undefined {
-  return Object.entries(secrets).find(([, value]) => haystack.includes(value))?.[0];
-}
-
 // ---------------------------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------------------------
@@ -167,12 +162,12 @@ async function shot(page: Page, step: string): Promise<void> {
 
 async function newContext(): Promise<{ context: BrowserContext; page: Page; recorder: Recorder }> {
   if (!browser) throw new Error('no browser');
-  const context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
+  const context = await withTimeout(browser.newContext({ viewport: { width: 1000, height: 900 } }), WAIT_MS, 'a new browser context');
   contexts.push(context);
   context.setDefaultTimeout(WAIT_MS);
   context.setDefaultNavigationTimeout(WAIT_MS);
-  const recorder = await record(context);
-  const page = await context.newPage();
+  const recorder = await withTimeout(record(context), WAIT_MS, 'the recorder set-up');
+  const page = await withTimeout(context.newPage(), WAIT_MS, 'a new page');
   return { context, page, recorder };
 }
 
@@ -182,25 +177,32 @@ function gatewayHandle(): TestGateway {
 }
 
 async function sessionCookie(context: BrowserContext) {
-  const cookies = await context.cookies(demo.url);
+  const cookies = await withTimeout(context.cookies(demo.url), WAIT_MS, 'the context cookies');
   return cookies.find((c) => c.name === demo.config.derived.sessionCookieName);
+}
+
+/** page.evaluate has no timeout of its own: bounded here. */
+function evaluate<T>(page: Page, expression: string): Promise<T> {
+  return withTimeout(page.evaluate(expression) as Promise<T>, WAIT_MS, `page.evaluate(${expression.slice(0, 60)})`);
 }
 
 /** Status of GET /auth/user as the SPA would ask it (same-origin fetch with the CSRF header). */
 async function authUserStatus(page: Page): Promise<number> {
-  return page.evaluate(`fetch('/auth/user', { headers: { 'x-csrf': '1', accept: 'application/json' }, cache: 'no-store' }).then((r) => r.status)`);
+  return evaluate<number>(page, `fetch('/auth/user', { headers: { 'x-csrf': '1', accept: 'application/json' }, cache: 'no-store' }).then((r) => r.status)`);
 }
 
-/** Which of the named locators becomes visible first (polled, bounded by WAIT_MS). */
+/** Which of the named locators is visible once any of them is (Playwright's wait, bounded by WAIT_MS). */
 async function firstVisible(candidates: Record<string, Locator>): Promise<string> {
-  const deadline = Date.now() + WAIT_MS;
-  while (Date.now() < deadline) {
-    for (const [name, locator] of Object.entries(candidates)) {
-      if (await locator.first().isVisible()) return name;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  const entries = Object.entries(candidates);
+  // `first()` of the union is the first in DOM order, perhaps a hidden one: keep the visible ones.
+  const any = entries.map(([, l]) => l).reduce((a, b) => a.or(b)).filter({ visible: true });
+  try {
+    await any.first().waitFor({ state: 'visible', timeout: WAIT_MS });
+  } catch {
+    throw new Error(`none of ${Object.keys(candidates).join(', ')} became visible within ${WAIT_MS} ms`);
   }
-  throw new Error(`none of ${Object.keys(candidates).join(', ')} became visible within ${WAIT_MS} ms`);
+  for (const [name, locator] of entries) if (await locator.first().isVisible()) return name;
+  throw new Error(`one of ${Object.keys(candidates).join(', ')} was visible and then none was`);
 }
 
 async function openSpa(page: Page): Promise<void> {
@@ -259,10 +261,11 @@ run('the demo SPA in Chromium (embedded default)', () => {
   }, 45_000);
 
   afterAll(async () => {
-    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, undefined);
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, undefined);
+    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, 'closing a context', { fallback: undefined });
+    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
     await demo?.stop();
-  }, 30_000);
+    // Up to three contexts (5 s each), the browser (10 s), the demo (gateway 15 s, provider and API 5 s).
+  }, 3 * 5_000 + 10_000 + 20_000 + 5_000);
 
   it('signs in at the provider, calls the API, and never lets a token reach the page', async () => {
     main = await newContext();
@@ -291,16 +294,14 @@ run('the demo SPA in Chromium (embedded default)', () => {
     expect(cookie?.httpOnly).toBe(true);
     expect(cookie?.sameSite).toBe('Strict');
     expect(cookie?.path).toBe('/');
-    await expect(page.evaluate('document.cookie')).resolves.toBe('');
+    await expect(evaluate(page, 'document.cookie')).resolves.toBe('');
 
     const tokens = await tokensOfSession(gatewayHandle(), cookie?.value ?? '');
     expect(tokens?.accessToken).toBeTruthy();
     expect(tokens?.refreshToken).toBeTruthy();
     const secrets = secretsOf(tokens);
 
-    const storage = (await page.evaluate(
-      `JSON.stringify({ local: Object.entries(localStorage), session: Object.entries(sessionStorage) })`,
-    )) as string;
+    const storage = await evaluate<string>(page, `JSON.stringify({ local: Object.entries(localStorage), session: Object.entries(sessionStorage) })`);
     expect(storage).not.toMatch(JWT_LIKE);
     expect(storage).not.toMatch(/token|bearer/i);
     expect(findSecret(storage, secrets)).toBeUndefined();
@@ -314,7 +315,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     expect(recorder.requests.filter((u) => findSecret(u, secrets) !== undefined).map((u) => u.slice(0, 80))).toEqual([]);
 
     // Response bodies and headers: none holds the access or refresh token.
-    const responses = await recorder.responses();
+    const responses = await withTimeout(recorder.responses(), WAIT_MS, 'the recorded responses');
     const read = responses.filter((r) => r.body !== undefined).map((r) => new URL(r.url).pathname);
     expect(read).toEqual(expect.arrayContaining(['/', '/app.js', '/auth/user', '/api/hello']));
     expect(unreadableBodies(responses)).toEqual([]);
@@ -322,7 +323,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
       .map((r) => ({ url: r.url, inBody: findSecret(r.body ?? '', secrets), inHeaders: findSecret(r.headers, secrets) }))
       .filter((r) => r.inBody !== undefined || r.inHeaders !== undefined);
     expect(leaks).toEqual([]);
-  });
+  }, testTimeout(8)); // open the SPA, provider login, consent, landing, API call, screenshots, page reads, recorded bodies
 
   it('declining consent leaves the SPA signed out with the declined message', async () => {
     const { context, page } = await newContext();
@@ -342,7 +343,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     expect(await sessionCookie(context)).toBeUndefined();
     await expect(authUserStatus(page)).resolves.toBe(401);
     await expect(page.getByTestId('signed-in').isHidden()).resolves.toBe(true);
-  });
+  }, testTimeout(5)); // open the SPA, provider login, deny, landing, message
 
   it('revoking the app at the provider signs the SPA out once the access token is spent', async () => {
     const { context, page } = main;
@@ -352,7 +353,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     const tokens = await tokensOfSession(gatewayHandle(), cookie?.value ?? '');
     expect(tokens?.expiresAt).toBeDefined();
 
-    const account = await context.newPage();
+    const account = await withTimeout(context.newPage(), WAIT_MS, 'the account page');
     await account.goto(`${demo.idpUrl}/account`);
     await account.getByRole('heading', { name: 'Connected applications' }).waitFor();
     const row = account.getByRole('row').filter({ hasText: 'bff-demo' });
@@ -363,7 +364,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     await expect(account.getByRole('row').filter({ hasText: 'bff-demo' }).count()).resolves.toBe(0);
     await shot(account, 'provider-app-revoked');
 
-    await page.bringToFront();
+    await withTimeout(page.bringToFront(), WAIT_MS, 'bringing the SPA to the front');
     // The access token is a self-contained JWT: the demo API accepts it until it expires,
     // revoked grant or not.
     await callApi(page);
@@ -384,8 +385,8 @@ run('the demo SPA in Chromium (embedded default)', () => {
     } finally {
       clockOffsetMs = 0;
     }
-    await account.close();
-  });
+    await withTimeout(account.close(), WAIT_MS, 'closing the account page');
+  }, testTimeout(6)); // open the SPA, account page, revoke, API call, token expiry and sign-out
 
   it('signs in again and signs out: back to signed out, /auth/user 401', async () => {
     const { context, page } = main;
@@ -414,18 +415,18 @@ run('the demo SPA in Chromium (embedded default)', () => {
     await expect(authUserStatus(page)).resolves.toBe(401);
     expect(await sessionCookie(context)).toBeUndefined();
     await expect(tokensOfSession(gatewayHandle(), cookie?.value ?? '')).resolves.toBeUndefined();
-    await expect(page.evaluate('document.cookie')).resolves.toBe('');
+    await expect(evaluate(page, 'document.cookie')).resolves.toBe('');
 
     // Sign-out included (its logoutUrl carries only the ID token, as id_token_hint): nothing the
     // browser received or requested in this profile holds the new access or refresh token.
-    const seen = await main.recorder.responses();
+    const seen = await withTimeout(main.recorder.responses(), WAIT_MS, 'the recorded responses');
     expect(unreadableBodies(seen)).toEqual([]);
     const leaks = seen
       .map((r) => ({ url: r.url.slice(0, 80), inBody: findSecret(r.body ?? '', secrets), inHeaders: findSecret(r.headers, secrets) }))
       .filter((r) => r.inBody !== undefined || r.inHeaders !== undefined);
     expect(leaks).toEqual([]);
     expect(main.recorder.requests.filter((u) => findSecret(u, secrets) !== undefined).map((u) => u.slice(0, 80))).toEqual([]);
-  });
+  }, testTimeout(7)); // open the SPA, provider login, consent, landing, sign-out and confirm, page reads, recorded bodies
 
   // Clear-Site-Data "cookies" would clear every cookie of the registrable domain (every port of
   // localhost; all of example.com in production), the provider's session included, so the
@@ -435,11 +436,11 @@ run('the demo SPA in Chromium (embedded default)', () => {
     await openSpa(page);
     await signInAtProvider(page, 'alice', 'alice-password', 'bug');
     await approveAndLand(page);
-    expect((await context.cookies(demo.idpUrl)).map((c) => c.name)).toContain('_session');
+    expect((await withTimeout(context.cookies(demo.idpUrl), WAIT_MS, 'the provider cookies')).map((c) => c.name)).toContain('_session');
     const loggedOut = page.waitForResponse((r) => new URL(r.url()).pathname === '/auth/logout');
     await page.getByTestId('sign-out').click();
     await loggedOut;
     const confirm = page.getByRole('button', { name: 'Yes, sign me out' });
     await expect(firstVisible({ confirm, signedOut: page.getByTestId('signed-out') })).resolves.toBe('confirm');
-  });
+  }, testTimeout(5)); // open the SPA, provider login, consent, landing, sign-out
 });
