@@ -10,10 +10,10 @@ import {
   startRedisCluster,
   startRedisServer,
   type RedisServer,
-} from '../support/redis-server.js';
-import { incomingHeaders, rawExchange } from '../support/raw-http.js';
-import { eventually } from '../support/wait.js';
-import { startUpstream, type Upstream } from '../support/upstream.js';
+} from '../../support/redis-server.js';
+import { incomingHeaders, rawExchange } from '../../support/raw-http.js';
+import { eventually } from '../../support/wait.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const MiB = 1024 * 1024;
 

@@ -8,9 +8,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JWTPayload } from 'jose';
 import * as oidc from 'openid-client';
-import { BrowserClient } from '../support/browser-client.js';
-import { authorizeAtProvider, completeAtProvider, parseForms, visibleText } from '../support/drive-login.js';
-import { BACKCHANNEL_LOGOUT_EVENT, startTestProvider, type DevClient, type TestProvider } from '../support/oidc-provider.js';
+import { BrowserClient } from '../../support/browser-client.js';
+import { authorizeAtProvider, completeAtProvider, parseForms, visibleText } from '../../support/drive-login.js';
+import { BACKCHANNEL_LOGOUT_EVENT, startTestProvider, type DevClient, type TestProvider } from '../../support/oidc-provider.js';
 
 const API = 'https://api.example.test';
 const ORDERS = 'https://orders.example.test';

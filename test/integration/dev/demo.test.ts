@@ -2,11 +2,11 @@
  * The embedded default (SPEC §1): config/default.yaml on free ports, in one process (gateway +
  * dev OpenID provider + demo API), signed in over plain HTTP like a browser would.
  */
-import { BrowserClient } from '../support/browser-client.js';
-import { signIn } from '../support/drive-login.js';
-import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
-import { expectNoSecretIn, tokensOfSession } from '../support/assertions.js';
-import type { TestGateway } from '../support/gateway.js';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { startDemoOnFreePorts, type RunningDemo } from '../../support/demo.js';
+import { expectNoSecretIn, tokensOfSession } from '../../support/assertions.js';
+import type { TestGateway } from '../../support/gateway.js';
 
 let demo: RunningDemo;
 const csrf = { 'x-csrf': '1', accept: 'application/json' };
