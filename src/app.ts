@@ -9,6 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import type { UpgradeHandler } from './http/websocket.js';
+import type { MetricsSource } from './observability/metrics.js';
 import type { Runtime } from './runtime.js';
 import { createAuthRouter } from './http/auth-routes.js';
 import { createBodyDeadline } from './http/body-deadline.js';
@@ -33,7 +34,12 @@ export type GatewayApp = ((req: IncomingMessage, res: ServerResponse) => void) &
 const FAILED = Symbol('failed');
 type Failed = IncomingMessage & { [FAILED]?: { error: unknown } };
 
-export function createApp(runtime: Runtime): GatewayApp {
+export interface AppOptions {
+  /** Where GET /metrics on the main port reads from (a cluster worker asks its primary). */
+  metricsSource?: MetricsSource;
+}
+
+export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayApp {
   const { config } = runtime;
   const app = express();
   app.disable('x-powered-by');
@@ -74,7 +80,7 @@ export function createApp(runtime: Runtime): GatewayApp {
       checks: { redis: () => runtime.redisReady(), provider: () => runtime.provider.isReady() },
     }),
   );
-  if (config.server.metricsPort === undefined) app.get('/metrics', createMetricsHandler(runtime.metrics));
+  if (config.server.metricsPort === undefined) app.get('/metrics', createMetricsHandler(options.metricsSource ?? runtime.metrics.source));
 
   app.use(
     config.server.authPath,

@@ -2,12 +2,17 @@
  * The process edge: load config, build the runtime and app, listen, drain on SIGTERM.
  * The only module that touches process.* (argv, env, signals, exit codes, stdio).
  */
+import cluster from 'node:cluster';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { createApp } from './app.js';
 import { ConfigError, loadConfigFile, type Config } from './config/load.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
 import { createMetricsApp } from './http/metrics-server.js';
+import { createLogger } from './observability/logger.js';
+import { shareWithPrimary, type MetricsSource } from './observability/metrics.js';
+import { METRICS_REQUEST, METRICS_RESPONSE, startSupervisor, type MetricsRequest, type MetricsResponse } from './supervisor.js';
 
 export interface CliArgs {
   config?: string;
@@ -43,8 +48,15 @@ export interface RunningGateway {
   shutdown(): Promise<void>;
 }
 
-export async function startGateway(config: Config, runtime: Runtime): Promise<RunningGateway> {
-  const app = createApp(runtime);
+export interface StartOptions {
+  /** Where /metrics reads from (a cluster worker: the primary's sum over workers). */
+  metricsSource?: MetricsSource;
+  /** Listen on server.metricsPort (default true; a cluster's primary serves it instead). */
+  serveMetricsPort?: boolean;
+}
+
+export async function startGateway(config: Config, runtime: Runtime, options: StartOptions = {}): Promise<RunningGateway> {
+  const app = createApp(runtime, options.metricsSource ? { metricsSource: options.metricsSource } : {});
   const server = http.createServer({ requestTimeout: 0, headersTimeout: 30_000, maxHeaderSize: 16 * 1024 }, app);
   server.keepAliveTimeout = 65_000;
   server.on('upgrade', app.handleUpgrade);
@@ -58,7 +70,9 @@ export async function startGateway(config: Config, runtime: Runtime): Promise<Ru
     server.listen(config.server.port, config.server.host, () => resolve());
   });
   const metricsServer =
-    config.server.metricsPort === undefined ? undefined : http.createServer(createMetricsApp(runtime.metrics, runtime.logger));
+    config.server.metricsPort === undefined || options.serveMetricsPort === false
+      ? undefined
+      : http.createServer(createMetricsApp(options.metricsSource ?? runtime.metrics.source, runtime.logger));
   if (metricsServer) {
     await new Promise<void>((resolve, reject) => {
       metricsServer.once('error', reject);
@@ -114,6 +128,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     return 0;
   }
 
+  const workers = config.server.workers === 'auto' ? availableParallelism() : config.server.workers;
+  if (workers > 1 && cluster.isPrimary) return supervise(config, workers);
+  if (cluster.isWorker) shareWithPrimary();
+
   let stopDev: (() => Promise<void>) | undefined;
   let banner: string[] = [];
   let runtime: Runtime;
@@ -139,7 +157,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   process.on('unhandledRejection', (reason) => {
     runtime.logger.error({ event: 'unhandled_rejection', err: reason }, 'a promise rejected with no handler (a bug): the process keeps serving');
   });
-  const gateway = await startGateway(config, runtime);
+  let startOptions: StartOptions = {};
+  if (cluster.isWorker) {
+    shareWithPrimary(runtime.metrics.registry);
+    startOptions = { metricsSource: metricsFromPrimary(), serveMetricsPort: false };
+  }
+  const gateway = await startGateway(config, runtime, startOptions);
   runtime.logger.info({ event: 'listening', url: config.server.publicUrl, port: config.server.port }, `gateway listening on ${config.server.publicUrl}`);
   if (banner.length > 0) process.stdout.write(`\nbff-gateway demo is running:\n${banner.map((l) => `  ${l}\n`).join('')}\nOpen ${config.server.publicUrl} and sign in as alice / alice-password.\n\n`);
   return new Promise<number>((resolve) => {
@@ -148,9 +171,55 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       void gateway
         .shutdown()
         .then(() => stopDev?.())
+        // A worker's IPC channel would keep it alive: let go of it once drained.
+        .then(() => (cluster.isWorker ? process.disconnect() : undefined))
         .then(() => resolve(0), () => resolve(1));
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/** The cluster primary: supervises the workers until SIGTERM or SIGINT, then drains them. */
+async function supervise(config: Config, workers: number): Promise<number> {
+  const logger = createLogger({ level: config.log.level });
+  const supervisor = await startSupervisor(config, workers, logger);
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ event: 'shutdown', signal, workers }, 'draining every worker');
+      supervisor.stop().then(
+        () => {
+          logger.flush();
+          resolve(0);
+        },
+        () => resolve(1),
+      );
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+/** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
+function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
+  let next = 0;
+  const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
+  process.on('message', (message: unknown) => {
+    const answer = message as MetricsResponse;
+    if (answer?.type !== METRICS_RESPONSE) return;
+    pending.get(answer.id)?.(answer);
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      const timer = setTimeout(() => settle(undefined), timeoutMs);
+      function settle(answer: MetricsResponse | undefined): void {
+        clearTimeout(timer);
+        pending.delete(id);
+        if (!answer || answer.failed || answer.body === undefined) reject(new Error('the cluster primary did not provide metrics'));
+        else resolve({ contentType: answer.contentType ?? 'text/plain; version=0.0.4; charset=utf-8', body: answer.body });
+      }
+      pending.set(id, settle);
+      process.send?.({ type: METRICS_REQUEST, id } satisfies MetricsRequest);
+    });
 }

@@ -72,6 +72,8 @@ export const configSchema = z
         ])
         .default(false),
       metricsPort: z.number().int().min(0).max(65535).optional(),
+      /** Worker processes on this port (node:cluster), supervised; `auto`: one per available core. */
+      workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1),
       shutdownTimeoutSeconds: seconds(10),
       /** How long a gateway endpoint waits for a request body to finish arriving. */
       requestBodyTimeoutSeconds: seconds(10),
@@ -190,6 +192,9 @@ export const configSchema = z
     }
 
     for (const problem of unsafeSettings(cfg)) issue(problem.path, problem.message);
+    if (cfg.dev && cfg.server.workers !== 1) {
+      issue(['server', 'workers'], 'must be 1 with dev: (the demo provider and API run in one process)');
+    }
 
     // Compared as requests are matched (escapes decoded): /api/a!b and /api/a%21b are one route.
     const seen = new Set<string>();

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Config } from '../config/load.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { Metrics, MetricsSource } from '../observability/metrics.js';
 
 export interface RequestMetrics {
   /** Express middleware: meters every request that reached Express and was not metered yet. */
@@ -59,10 +59,12 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestM
   };
 }
 
-export function createMetricsHandler(metrics: Metrics): RequestHandler {
+/** GET /metrics from `source`: this process's registry, or the sum over cluster workers. */
+export function createMetricsHandler(source: MetricsSource): RequestHandler {
   return async function serveMetrics(_req, res) {
-    res.set('Content-Type', metrics.registry.contentType);
+    const { contentType, body } = await source();
+    res.set('Content-Type', contentType);
     res.set('Cache-Control', 'no-store');
-    res.send(await metrics.registry.metrics());
+    res.send(body);
   };
 }

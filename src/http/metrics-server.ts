@@ -7,15 +7,15 @@
 import express, { type Express } from 'express';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { MetricsSource } from '../observability/metrics.js';
 import { createErrorHandler } from './error-handler.js';
 import { createMetricsHandler } from './metrics-route.js';
 
-export function createMetricsApp(metrics: Metrics, logger: Logger): Express {
+export function createMetricsApp(source: MetricsSource, logger: Logger): Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
-  app.get('/metrics', createMetricsHandler(metrics));
+  app.get('/metrics', createMetricsHandler(source));
   app.use((_req, _res, next) => next(new GatewayError('not_found')));
   app.use(createErrorHandler(logger));
   return app;

@@ -2,10 +2,15 @@
  * Prometheus metrics (prom-client), one registry per runtime. Labels carry only configured
  * names (route paths from the config, endpoint names, outcomes): never a URL, user or token.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The Prometheus text of a scrape: this process's registry, or the sum over cluster workers. */
+export type MetricsSource = () => Promise<{ contentType: string; body: string }>;
 
 export interface Metrics {
   registry: Registry;
+  /** This process's own metrics. */
+  source: MetricsSource;
   requests: Counter<'route' | 'method' | 'status'>;
   latency: Histogram<'route'>;
   refreshes: Counter<'outcome'>;
@@ -33,6 +38,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   let activeSource: (() => Promise<number>) | undefined;
   new Gauge({
     name: 'bff_login_transactions_active',
+    // Every worker reads the same number from Redis: summing them would multiply it.
+    aggregator: 'max',
     help: 'Login transactions in progress (started, not yet returned from the provider, not expired), across all instances: read from Redis at scrape time, so aggregate with max(), not sum().',
     registers,
     async collect() {
@@ -47,6 +54,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   let dependencies: Record<string, () => Promise<boolean> | boolean> = {};
   new Gauge({
     name: 'bff_dependency_up',
+    // Down in any worker is down.
+    aggregator: 'min',
     help: 'Whether a dependency answers, checked at scrape time (1 yes, 0 no): redis (PING), provider (metadata loaded).',
     labelNames: ['dependency'],
     registers,
@@ -78,6 +87,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const latencyByOperation = new Map<string, ReturnType<typeof redisLatency.labels>>();
   const commandErrors = redisErrors.labels('command');
   const metrics: Metrics = {
+    source: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
     countActiveLoginTransactions(source) {
       activeSource = source;
     },
@@ -144,4 +154,25 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
   for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed']) metrics.loginTransactions.inc({ outcome }, 0);
   return metrics;
+}
+
+/**
+ * In a cluster worker: answer the primary's requests for this process's metrics (prom-client's
+ * cluster protocol over the IPC channel) with `registry`. Called first with none, as soon as the
+ * worker starts: a request that reaches a worker not yet subscribed is lost, and the primary's
+ * sum would wait for it until it times out; until its runtime exists a worker answers "none".
+ */
+export function shareWithPrimary(registry?: Registry): void {
+  AggregatorRegistry.setRegistries(registry ? [registry] : []);
+  // The constructor is what subscribes this worker to the primary's requests (once).
+  new AggregatorRegistry();
+}
+
+/**
+ * In the cluster primary: every worker's metrics, summed (gauges marked `max` or `min` use
+ * that instead, e.g. bff_login_transactions_active, which every worker reads from Redis).
+ */
+export function clusterMetricsSource(): MetricsSource {
+  const aggregator = new AggregatorRegistry();
+  return async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() });
 }

@@ -121,6 +121,14 @@ describe('config loading', () => {
     ]);
   });
 
+  it('takes server.workers as a count or auto, and refuses more than one with the demo (dev:)', () => {
+    expect(parseConfig(minimal({ server: { publicUrl: 'https://app.example.com', workers: 'auto' } }), { env: {} }).server.workers).toBe('auto');
+    expect(parseConfig(minimal(), { env: {} }).server.workers).toBe(1);
+    expect(problems(minimal({ server: { publicUrl: 'http://localhost:3000', workers: 2 }, dev: {} }))).toEqual([
+      'server.workers: must be 1 with dev: (the demo provider and API run in one process)',
+    ]);
+  });
+
   it('requires a client secret for the secret-based client authentication methods', () => {
     expect(problems(minimal({ oidc: { issuer: 'https://idp.example.com', clientId: 'bff' } }))).toEqual([
       'oidc.clientSecret: is required for clientAuthMethod client_secret_basic',

@@ -1,0 +1,115 @@
+/**
+ * `server.workers` > 1: the primary of a node:cluster. It runs no gateway itself: it forks the
+ * workers (each runs main() as a worker and shares the listening port), restarts a worker that
+ * dies with a growing delay (and says so), serves the metrics port with every worker's metrics
+ * summed, answers workers that need the sum for /metrics on the main port, and on stop asks
+ * every worker to drain (SIGTERM: each finishes its in-flight requests within
+ * shutdownTimeoutSeconds) and waits for them.
+ *
+ * All state lives in Redis, so workers need nothing from each other.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import http from 'node:http';
+import type { Config } from './config/load.js';
+import { createMetricsApp } from './http/metrics-server.js';
+import type { Logger } from './observability/logger.js';
+import { clusterMetricsSource } from './observability/metrics.js';
+
+/** Messages between a worker and the primary (besides prom-client's own). */
+export const METRICS_REQUEST = 'bff:metrics-request';
+export const METRICS_RESPONSE = 'bff:metrics-response';
+
+export interface MetricsRequest {
+  type: typeof METRICS_REQUEST;
+  id: number;
+}
+
+export interface MetricsResponse {
+  type: typeof METRICS_RESPONSE;
+  id: number;
+  contentType?: string;
+  body?: string;
+  failed?: boolean;
+}
+
+export interface Supervisor {
+  /** Drains every worker (bounded) and closes the metrics port. */
+  stop(): Promise<void>;
+}
+
+/** A worker that lived this long is healthy: its next crash starts the backoff afresh. */
+const STABLE_MS = 30_000;
+const FIRST_RESTART_DELAY_MS = 100;
+const MAX_RESTART_DELAY_MS = 10_000;
+
+function isMetricsRequest(message: unknown): message is MetricsRequest {
+  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === METRICS_REQUEST;
+}
+
+export async function startSupervisor(config: Config, count: number, logger: Logger): Promise<Supervisor> {
+  const sumOfWorkers = clusterMetricsSource();
+  const startedAt = new Map<Worker, number>();
+  let stopping = false;
+  let crashes = 0;
+  let restartTimer: NodeJS.Timeout | undefined;
+
+  cluster.on('message', (worker, message: unknown) => {
+    if (!isMetricsRequest(message)) return;
+    sumOfWorkers().then(
+      ({ contentType, body }) => worker.send({ type: METRICS_RESPONSE, id: message.id, contentType, body } satisfies MetricsResponse),
+      (err: unknown) => {
+        logger.warn({ event: 'cluster_metrics_failed', err }, 'collecting the workers’ metrics failed');
+        worker.send({ type: METRICS_RESPONSE, id: message.id, failed: true } satisfies MetricsResponse);
+      },
+    );
+  });
+
+  function fork(): void {
+    const worker = cluster.fork();
+    startedAt.set(worker, Date.now());
+    // Started means serving: the worker has built its runtime and listens on the shared port.
+    worker.once('listening', () => logger.info({ event: 'worker_started', worker: worker.id, pid: worker.process.pid }, 'worker started'));
+    worker.once('exit', (code, signal) => {
+      const lived = Date.now() - (startedAt.get(worker) ?? Date.now());
+      startedAt.delete(worker);
+      if (stopping) return;
+      crashes = lived >= STABLE_MS ? 1 : crashes + 1;
+      const delay = Math.min(FIRST_RESTART_DELAY_MS * 2 ** (crashes - 1), MAX_RESTART_DELAY_MS);
+      logger.error(
+        { event: 'worker_exited', worker: worker.id, pid: worker.process.pid, code, signal, restartInMs: delay },
+        'a worker exited; starting another',
+      );
+      restartTimer = setTimeout(() => {
+        if (!stopping) fork();
+      }, delay);
+    });
+  }
+  for (let i = 0; i < count; i++) fork();
+  logger.info({ event: 'supervising', workers: count }, `supervising ${count} workers`);
+
+  const metricsServer =
+    config.server.metricsPort === undefined ? undefined : http.createServer(createMetricsApp(sumOfWorkers, logger));
+  if (metricsServer) {
+    await new Promise<void>((resolve, reject) => {
+      metricsServer.once('error', reject);
+      metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
+    });
+  }
+
+  return {
+    async stop() {
+      stopping = true;
+      clearTimeout(restartTimer);
+      const workers = [...startedAt.keys()];
+      const exited = Promise.all(workers.map((w) => (w.isDead() ? Promise.resolve() : new Promise<void>((resolve) => w.once('exit', () => resolve())))));
+      for (const worker of workers) worker.process.kill('SIGTERM');
+      // Each worker bounds its own drain by shutdownTimeoutSeconds; one that hangs anyway is killed.
+      const bound = setTimeout(() => {
+        for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');
+      }, (config.server.shutdownTimeoutSeconds + 5) * 1000);
+      await exited;
+      clearTimeout(bound);
+      await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
+    },
+  };
+}

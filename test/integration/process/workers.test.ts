@@ -1,0 +1,135 @@
+/**
+ * `server.workers: 2` (SPEC §2, §7a; issue 17): the CLI starts a supervising primary and two
+ * worker processes on one port. /metrics reports the sum over the workers (on the metrics port,
+ * served by the primary, and on the main port, where a worker asks the primary); a killed
+ * worker is replaced while the other goes on serving; SIGTERM drains every worker (an in-flight
+ * call finishes) and the primary exits 0.
+ *
+ * Mutation checks (by hand, once): in src/main.ts, skip `shareWithPrimary(...)` → the metrics
+ * tests fail (the sum lacks the workers' counts); in src/supervisor.ts, do not `fork()` again
+ * after an exit → the replacement test fails.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ensureBuilt, killAllCli, request, startCliGateway, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { randomKey, randomSecret } from '../../support/config.js';
+import { gatewayClient } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const csrf = { 'x-csrf': '1' };
+let tmp: string;
+let provider: TestProvider;
+let upstream: Upstream;
+
+beforeAll(async () => {
+  ensureBuilt();
+  tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-workers-'));
+  upstream = await startUpstream();
+  provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
+}, 200_000);
+
+afterAll(async () => {
+  killAllCli();
+  await provider?.close();
+  await upstream?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+async function startWorkers(opts: { metricsPort?: number } = {}): Promise<{ proc: Spawned; port: number }> {
+  const port = await findFreePort();
+  const file = writeConfigFile(tmp, `workers-${port}.yaml`, {
+    server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, workers: 2, shutdownTimeoutSeconds: 8, ...opts },
+    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
+    session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
+    redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:` },
+    routes: [{ path: '/up', target: upstream.url, auth: 'none' }],
+    log: { level: 'info' },
+  });
+  const proc = await startCliGateway(file, port);
+  await until('two workers started', () => workerPids(proc).length >= 2);
+  return { proc, port };
+}
+
+/** Lines of the process's JSON log with this event. */
+function events(proc: Spawned, event: string): Array<Record<string, unknown>> {
+  return proc
+    .output()
+    .split('\n')
+    .filter((l) => l.includes(`"event":"${event}"`))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+const workerPids = (proc: Spawned) => events(proc, 'worker_started').map((e) => e.pid as number);
+
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** `count` calls, each on a fresh connection, so the cluster spreads them over the workers. */
+async function calls(port: number, count: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < count; i++) statuses.push((await request(port, '/up/echo', csrf)).status);
+  return statuses;
+}
+
+const proxied = (metrics: string) => Number(/^bff_http_requests_total\{route="\/up",method="GET",status="200"\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
+
+describe('server.workers: 2', () => {
+  it('reports the sum over both workers on the metrics port (served by the primary); the main port has no /metrics', async () => {
+    const metricsPort = await findFreePort();
+    const { proc, port } = await startWorkers({ metricsPort });
+    expect(new Set(workerPids(proc)).size).toBe(2);
+    expect(await calls(port, 20)).toEqual(Array(20).fill(200));
+    const scrape = await request(metricsPort, '/metrics');
+    expect(scrape.status).toBe(200);
+    expect(proxied(scrape.body)).toBe(20);
+    expect((await request(port, '/metrics')).status).toBe(404);
+    proc.child.kill('SIGTERM');
+    expect((await withTimeout(proc.exited, 20_000, 'exit')).code).toBe(0);
+  }, 60_000);
+
+  it('reports the same sum on the main port when there is no metrics port (a worker asks the primary)', async () => {
+    const { proc, port } = await startWorkers();
+    expect(await calls(port, 12)).toEqual(Array(12).fill(200));
+    // Every scrape lands on one worker or the other; each answers with the sum.
+    for (let i = 0; i < 4; i++) expect(proxied((await request(port, '/metrics')).body)).toBe(12);
+    proc.child.kill('SIGTERM');
+    expect((await withTimeout(proc.exited, 20_000, 'exit')).code).toBe(0);
+  }, 60_000);
+
+  it('replaces a killed worker, says so, and keeps serving meanwhile', async () => {
+    const { proc, port } = await startWorkers();
+    const [victim] = workerPids(proc);
+    process.kill(victim as number, 'SIGKILL');
+    await until('the exit to be logged', () => events(proc, 'worker_exited').some((e) => e.pid === victim));
+    // The other worker serves while the replacement starts.
+    expect(await calls(port, 10)).toEqual(Array(10).fill(200));
+    await until('a replacement worker', () => workerPids(proc).length >= 3);
+    const exited = events(proc, 'worker_exited')[0];
+    expect(exited).toMatchObject({ pid: victim, signal: 'SIGKILL', restartInMs: expect.any(Number) });
+    expect(await calls(port, 10)).toEqual(Array(10).fill(200));
+    proc.child.kill('SIGTERM');
+    expect((await withTimeout(proc.exited, 20_000, 'exit')).code).toBe(0);
+  }, 60_000);
+
+  it('drains every worker on SIGTERM: an in-flight call finishes, then the primary exits 0', async () => {
+    const { proc, port } = await startWorkers();
+    upstream.reset();
+    const inflight = request(port, '/up/slow?ms=1500', csrf);
+    await until('the slow call to reach the upstream', () => upstream.requests.length >= 1);
+    proc.child.kill('SIGTERM');
+    const answer = await withTimeout(inflight, 15_000, 'the in-flight call');
+    expect(answer.status).toBe(200);
+    const exit = await withTimeout(proc.exited, 20_000, 'exit');
+    expect(exit.code).toBe(0);
+    // No worker outlives the primary.
+    for (const pid of workerPids(proc)) expect(() => process.kill(pid, 0)).toThrow();
+  }, 60_000);
+});
