@@ -4,11 +4,11 @@
  * collected for assertions and leak scans.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createApp } from '../../src/app.js';
 import type { Config } from '../../src/config/load.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
 import { buildTestConfig, type TestConfigInput } from './config.js';
+import { listenOnLoopback } from './listen.js';
 
 export interface ReservedServer {
   server: http.Server;
@@ -19,8 +19,7 @@ export interface ReservedServer {
 /** Listens first, so the public URL (and the redirect_uri to register) is known up front. */
 export async function reserveServer(): Promise<ReservedServer> {
   const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return { server, port, url: `http://127.0.0.1:${port}` };
 }
 

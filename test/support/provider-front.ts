@@ -13,7 +13,7 @@
  * restarted with rotated keys looks to its clients.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './listen.js';
 import { startTestProvider, type TestProvider, type TestProviderOptions } from './oidc-provider.js';
 
 export interface FrontRequest {
@@ -130,8 +130,7 @@ export async function startProviderFront(): Promise<ProviderFront> {
       () => res.destroy(),
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     port,

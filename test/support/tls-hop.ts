@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenOnLoopback } from './listen.js';
 import type { TlsCertificate } from './tls-cert.js';
 
 /** RFC 9110 §7.6.1: these describe one connection, never forwarded by a proxy. */
@@ -77,15 +77,6 @@ export async function startTlsHop(options: TlsHopOptions): Promise<TlsHop> {
     });
     req.pipe(upstream);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `https://127.0.0.1:${port}`,
-    port,
-    forwarded,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  const port = await listenOnLoopback(server);
+  return { url: `https://127.0.0.1:${port}`, port, forwarded, close: () => closeServer(server) };
 }

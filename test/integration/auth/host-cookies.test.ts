@@ -10,6 +10,7 @@ import { BrowserClient, type BrowserResponse } from '../../support/browser-clien
 import { completeAtProvider } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { expectHostCookies, setCookieAttributes } from '../../support/set-cookie.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 let provider: TestProvider;
@@ -39,28 +40,7 @@ afterAll(async () => {
   await provider?.close();
 });
 
-/** The attributes of one Set-Cookie header, lower-cased names. */
-function attributes(header: string): { name: string; attrs: Map<string, string> } {
-  const [pair = '', ...rest] = header.split(';');
-  const attrs = new Map(rest.map((a) => a.trim()).filter(Boolean).map((a) => {
-    const i = a.indexOf('=');
-    return [(i < 0 ? a : a.slice(0, i)).toLowerCase(), i < 0 ? '' : a.slice(i + 1)] as const;
-  }));
-  return { name: pair.slice(0, pair.indexOf('=')).trim(), attrs };
-}
-
-function expectHostCookies(res: BrowserResponse): string[] {
-  const set = res.headers.getSetCookie();
-  for (const header of set) {
-    const { name, attrs } = attributes(header);
-    expect(name.startsWith('__Host-')).toBe(true);
-    expect(attrs.has('secure')).toBe(true);
-    expect(attrs.get('path')).toBe('/');
-    expect(attrs.has('domain')).toBe(false);
-    expect(attrs.has('httponly')).toBe(true);
-  }
-  return set.map((h) => attributes(h).name);
-}
+const expectHostCookiesOn = (res: BrowserResponse): string[] => expectHostCookies(res.headers.getSetCookie());
 
 /** The provider redirects the browser to publicUrl; the test delivers it to the gateway directly. */
 const toDirect = (url: string) => url.replace(publicUrl, direct);
@@ -70,9 +50,9 @@ describe('cookies on an https publicUrl', () => {
     const client = new BrowserClient();
     const login = await client.get(`${direct}/auth/login?returnTo=/home`);
     expect(login.status).toBe(302);
-    const loginNames = expectHostCookies(login);
+    const loginNames = expectHostCookiesOn(login);
     expect(loginNames).toEqual([expect.stringMatching(/^__Host-bff-login\.[A-Za-z0-9_-]+$/)]);
-    const loginCookie = attributes(login.headers.getSetCookie()[0] as string);
+    const loginCookie = setCookieAttributes(login.headers.getSetCookie()[0] as string);
     expect(loginCookie.attrs.get('samesite')?.toLowerCase()).toBe('lax');
     expect(loginCookie.attrs.get('max-age')).toBe('600');
 
@@ -80,7 +60,7 @@ describe('cookies on an https publicUrl', () => {
     expect(callback.status).toBe(302);
     expect(callback.headers.get('location')).toBe(`${publicUrl}/home`);
     // The binding cookie is expired under the very name and path it was set with, and the session cookie set.
-    expect(expectHostCookies(callback).sort()).toEqual([loginCookie.name, '__Host-bff'].sort());
+    expect(expectHostCookiesOn(callback).sort()).toEqual([loginCookie.name, '__Host-bff'].sort());
     expect(client.cookies(direct)[loginCookie.name]).toBeUndefined();
 
     const me = await client.get(`${direct}/auth/user`, { headers: { 'x-csrf': '1' } });
@@ -88,7 +68,7 @@ describe('cookies on an https publicUrl', () => {
 
     const logout = await client.post(`${direct}/auth/logout`, { headers: { 'x-csrf': '1' } });
     expect(logout.status).toBe(200);
-    expect(expectHostCookies(logout)).toEqual(['__Host-bff']);
+    expect(expectHostCookiesOn(logout)).toEqual(['__Host-bff']);
   });
 
   it('never forwards the login or session cookies to an upstream', async () => {
@@ -115,7 +95,7 @@ describe('cookies on an https publicUrl', () => {
     const sixth = await client.get(`${direct}/auth/login`);
     expect(sixth.status).toBe(302);
     // The five are expired (under their __Host- names and attributes) and only the new one is set.
-    expect(expectHostCookies(sixth)).toHaveLength(6);
+    expect(expectHostCookiesOn(sixth)).toHaveLength(6);
     expect(loginCookies()).toHaveLength(1);
   });
 });

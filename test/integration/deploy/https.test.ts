@@ -26,6 +26,7 @@ import { completeAtProvider } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { makeSelfSignedCertificate, type TlsCertificate } from '../../support/tls-cert.js';
+import { expectHostCookies } from '../../support/set-cookie.js';
 import { startTlsHop, type TlsHop } from '../../support/tls-hop.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
@@ -61,27 +62,8 @@ afterAll(async () => {
   await provider?.close();
 });
 
-/** Name and lower-cased attributes of one Set-Cookie header. */
-function parseSetCookie(header: string): { name: string; attrs: Map<string, string> } {
-  const [pair = '', ...rest] = header.split(';');
-  const attrs = new Map(rest.map((a) => a.trim()).filter(Boolean).map((a) => {
-    const i = a.indexOf('=');
-    return [(i < 0 ? a : a.slice(0, i)).toLowerCase(), i < 0 ? '' : a.slice(i + 1)] as const;
-  }));
-  return { name: pair.slice(0, pair.indexOf('=')).trim(), attrs };
-}
-
 /** Every cookie the gateway set on these answers is __Host-, Secure, Path=/, no Domain, HttpOnly. */
-function expectHostCookies(responses: BrowserResponse[]): string[] {
-  const names: string[] = [];
-  for (const header of responses.flatMap((r) => r.headers.getSetCookie())) {
-    const { name, attrs } = parseSetCookie(header);
-    expect({ name, secure: attrs.has('secure'), path: attrs.get('path'), domain: attrs.has('domain'), httpOnly: attrs.has('httponly') })
-      .toEqual({ name: expect.stringMatching(/^__Host-/), secure: true, path: '/', domain: false, httpOnly: true });
-    names.push(name);
-  }
-  return names;
-}
+const expectHostCookiesOn = (responses: BrowserResponse[]): string[] => expectHostCookies(responses.flatMap((r) => r.headers.getSetCookie()));
 
 /** A redirect into the app: an absolute https URL on the public origin. */
 function expectPublicRedirect(res: BrowserResponse, path: string): void {
@@ -110,7 +92,7 @@ describe('the gateway behind a TLS-terminating hop', () => {
     const authorize = new URL(login.redirectUrl as string);
     expect(authorize.origin).toBe(new URL(provider.issuer).origin);
     expect(authorize.searchParams.get('redirect_uri')).toBe(`${hop.url}/auth/callback`);
-    expect(expectHostCookies([login])).toEqual([expect.stringMatching(/^__Host-bff-login\./)]);
+    expect(expectHostCookiesOn([login])).toEqual([expect.stringMatching(/^__Host-bff-login\./)]);
     expect(Object.keys(browser.cookies(hop.url))).toEqual([expect.stringMatching(/^__Host-bff-login\./)]);
 
     // The provider sends the browser back to the public origin; the login binding must come along.
@@ -137,14 +119,14 @@ describe('the gateway behind a TLS-terminating hop', () => {
     // Logout: the session cookie is cleared and the provider sends the browser back to the public origin.
     const logout = await viaHop(browser.post(`${hop.url}/auth/logout`, { headers: csrf }));
     expect(logout.status).toBe(200);
-    expect(expectHostCookies([logout])).toEqual(['__Host-bff']);
+    expect(expectHostCookiesOn([logout])).toEqual(['__Host-bff']);
     const { logoutUrl } = logout.json<{ logoutUrl: string }>();
     expect(new URL(logoutUrl).searchParams.get('post_logout_redirect_uri')).toBe(`${hop.url}/`);
     expect(browser.cookies(hop.url)).toEqual({});
     expect((await viaHop(browser.get(`${hop.url}/auth/user`, { headers: csrf }))).status).toBe(401);
 
     // Every cookie of the whole run: __Host- (checked above per answer), none refused by the strict jar.
-    expect(expectHostCookies(gatewayAnswers).length).toBeGreaterThanOrEqual(4);
+    expect(expectHostCookiesOn(gatewayAnswers).length).toBeGreaterThanOrEqual(4);
     expect(browser.refusedCookies).toEqual([]);
     // Every request reached the gateway through the hop, marked https.
     expect(hop.forwarded.length).toBe(gatewayAnswers.length);
