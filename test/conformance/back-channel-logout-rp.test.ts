@@ -1,0 +1,151 @@
+/**
+ * OpenID Foundation "Back-Channel Logout RP" plan (oidcc-client-back-channel-logout-rp), one
+ * test per module, through the real endpoint (POST /auth/backchannel-logout, no cookie, no CSRF
+ * header). Table: docs/conformance.md.
+ *
+ * Each test signs a user in at the real provider, then posts a logout token naming that
+ * session's sid and sub, changed in the one way the module changes it. The plan expects 200 for
+ * the valid token and 400 for the others (BCL §2.8), with Cache-Control: no-store; beyond the
+ * status, the session must end, or survive, accordingly.
+ *
+ * The plan's client registers id_token_signed_response_alg RS256; the gateway's counterpart is
+ * oidc.idTokenSigningAlgs, so it is set to [RS256] here, and the provider also publishes an EC
+ * key for the wrong-alg module to sign with.
+ *
+ * Mutation checks (each applied alone in a scratch worktree, the file run, reverted):
+ * - src/http/session-routes.ts: the sid branch dropped (always `registry.endByUser(...)`):
+ *   rp-backchannel-rpinitlogout fails (the user's other session ends too).
+ * - src/oidc/logout-token.ts: `algorithms: [...checks.algorithms],` deleted: wrong-alg fails;
+ *   alg-none stays green (jose's jwtVerify never accepts an unsecured JWT, so no src line
+ *   guards it alone).
+ * - src/oidc/logout-token.ts: `throw refuse('it has no back-channel logout event');` -> `void 0;`:
+ *   no-event and wrong-event fail.
+ * - src/oidc/logout-token.ts: the `if ('nonce' in payload) throw ...` line deleted: with-nonce fails.
+ * - src/oidc/logout-token.ts: `audience: checks.clientId,` deleted: wrong-aud fails.
+ * - src/oidc/logout-token.ts: `issuer: checks.issuer,` deleted: wrong-iss fails.
+ */
+import { randomUUID } from 'node:crypto';
+import { decodeJwt, SignJWT } from 'jose';
+import { BrowserClient, type BrowserResponse } from '../support/browser-client.js';
+import { signIn } from '../support/drive-login.js';
+import { expectErrorBody, tokensOfSession } from '../support/assertions.js';
+import { signingKey, type SigningKey } from '../support/forged-tokens.js';
+import { BACKCHANNEL_LOGOUT_EVENT } from '../support/oidc-provider.js';
+import { CLIENT_ID, startRig, type Rig } from './rig.js';
+
+const csrf = { 'x-csrf': '1' };
+let rsa: SigningKey;
+let ec: SigningKey;
+let rig: Rig;
+
+beforeAll(async () => {
+  rsa = await signingKey('RS256', 'provider-rsa');
+  ec = await signingKey('ES256', 'provider-ec');
+  rig = await startRig({ providerKeys: [rsa.privateJwk, ec.privateJwk], gateway: { oidc: { idTokenSigningAlgs: ['RS256'] } } });
+});
+
+afterAll(() => rig?.close());
+
+interface Session {
+  client: BrowserClient;
+  sid: string;
+}
+
+async function signedIn(gwUrl = rig.gw.url): Promise<Session> {
+  const client = new BrowserClient();
+  await signIn(client, gwUrl);
+  const cookie = client.cookies(gwUrl)[rig.gw.config.derived.sessionCookieName] as string;
+  const idToken = (await tokensOfSession(rig.gw, cookie))?.idToken as string;
+  return { client, sid: decodeJwt(idToken).sid as string };
+}
+
+const userStatus = async (s: Session) => (await s.client.get(`${rig.gw.url}/auth/user`, { headers: csrf })).status;
+
+const post = (gwUrl: string, token: string): Promise<BrowserResponse> =>
+  new BrowserClient().post(`${gwUrl}/auth/backchannel-logout`, { form: { logout_token: token } });
+
+/** A logout token as the provider would send it for `s`, with `changes` (undefined removes a claim). */
+function claimsFor(s: Session, changes: Record<string, unknown> = {}): Record<string, unknown> {
+  const now = Math.floor(Date.now() / 1000);
+  const claims: Record<string, unknown> = {
+    iss: rig.provider.issuer,
+    aud: CLIENT_ID,
+    iat: now,
+    exp: now + 120,
+    jti: randomUUID(),
+    sub: 'alice',
+    sid: s.sid,
+    events: { [BACKCHANNEL_LOGOUT_EVENT]: {} },
+    ...changes,
+  };
+  return Object.fromEntries(Object.entries(claims).filter(([, v]) => v !== undefined));
+}
+
+const signedBy = (k: SigningKey, claims: Record<string, unknown>) =>
+  new SignJWT(claims).setProtectedHeader({ alg: k.alg, kid: k.kid as string, typ: 'logout+jwt' }).sign(k.key);
+
+async function expectRefusedAndSessionLives(s: Session, answer: BrowserResponse): Promise<void> {
+  expectErrorBody(answer, 'invalid_request', 400);
+  expect(await userStatus(s)).toBe(200);
+}
+
+describe('Back-Channel Logout RP', () => {
+  it("oidcc-client-test-rp-backchannel-rpinitlogout: a valid logout token for the session's sid: 200, no-store, that session ends and the user's other session lives", async () => {
+    const a = await signedIn();
+    const b = await signedIn();
+    const answer = await post(rig.gw.url, await signedBy(rsa, claimsFor(a)));
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('cache-control')).toContain('no-store');
+    expect(await userStatus(a)).toBe(401);
+    expect(await userStatus(b)).toBe(200);
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-alg-none: an unsigned (alg none) logout token is refused with 400', async () => {
+    const s = await signedIn();
+    const part = (v: object) => Buffer.from(JSON.stringify(v)).toString('base64url');
+    const token = `${part({ alg: 'none', typ: 'logout+jwt' })}.${part(claimsFor(s))}.`;
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, token));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-no-event: a logout token without events is refused with 400', async () => {
+    const s = await signedIn();
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { events: undefined }))));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-with-nonce: a logout token carrying a nonce is refused with 400', async () => {
+    const s = await signedIn();
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { nonce: randomUUID() }))));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-alg: ES256 by the published EC key, when RS256 is the allowed alg, is refused with 400', async () => {
+    const s = await signedIn();
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(ec, claimsFor(s))));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-aud: a logout token for another client is refused with 400', async () => {
+    const s = await signedIn();
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { aud: 'another-client' }))));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-event: a logout token with another event is refused with 400', async () => {
+    const s = await signedIn();
+    const events = { 'http://schemas.openid.net/event/some-other-event': {} };
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { events }))));
+  });
+
+  it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss: a logout token from another issuer is refused with 400', async () => {
+    const s = await signedIn();
+    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { iss: 'https://attacker.example' }))));
+  });
+
+  it('(the control for wrong-alg) the same ES256 token is accepted by a gateway that allows ES256 (the default list)', async () => {
+    // No sign-in needed: a valid token naming no session answers 200 (BCL §2.7).
+    const defaults = await startRig({ providerKeys: [rsa.privateJwk, ec.privateJwk] });
+    try {
+      const token = await signedBy(ec, claimsFor({ client: new BrowserClient(), sid: 'no-such-session' }, { iss: defaults.provider.issuer }));
+      expect((await post(defaults.gw.url, token)).status).toBe(200);
+    } finally {
+      await defaults.close();
+    }
+  });
+});
