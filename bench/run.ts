@@ -594,6 +594,8 @@ function markdownReport(r: Report): string {
     '',
     markdownTable(['target', 'measured', 'met'], r.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : '**no**'])),
     '',
+    `Against the Node ceiling (a raw \`node:http\` proxy, no framework, no auth): the gateway at ${ceilingRatio(r.summary)} of its throughput (issue 17's goal: 0.9 x).`,
+    '',
     'CPU use during the measured runs (median, % of one core):',
     '',
     markdownTable(CPU_HEADER, cpuRows(r.summary)),
@@ -714,7 +716,7 @@ async function main(settings: Settings): Promise<number> {
           ),
         ),
       );
-      const [gateway, baseline, eoc, load, experimental] = await Promise.all([
+      const [gateway, baseline, eoc, raw, load, experimental] = await Promise.all([
         startChild<{ url: string; cookieName: string }>({
           name: 'gateway',
           module: moduleOf('servers/gateway'),
@@ -739,17 +741,19 @@ async function main(settings: Settings): Promise<number> {
             upstream: upstream.info.url,
           },
         }).then(keep),
+        startChild<{ url: string }>({ name: 'raw-node', module: moduleOf('servers/raw'), env, options: { host: HOST, upstream: upstream.info.url } }).then(keep),
         startChild<Record<string, never>>({ name: 'autocannon', module: moduleOf('load'), options: {} }).then(keep),
         variants,
       ]);
-      return { redis: r, upstream, idp, gateway, baseline, eoc, load, experimental };
+      return { redis: r, upstream, idp, gateway, baseline, eoc, raw, load, experimental };
     })());
-    const { idp, gateway, baseline, eoc, load, upstream, experimental } = await startup;
+    const { idp, gateway, baseline, eoc, raw, load, upstream, experimental } = await startup;
     const redisServer = redis as unknown as RedisServer;
     const pids: Pids = {
       gateway: gateway.pid,
       baseline: baseline.pid,
       'express-openid-connect': eoc.pid,
+      'raw-node': raw.pid,
       ...Object.fromEntries(experimental.map((c) => [c.name, c.pid])),
       upstream: upstream.pid,
       redis: await redisPid(redisServer.url),
@@ -773,6 +777,7 @@ async function main(settings: Settings): Promise<number> {
       { name: 'gateway', url: `${gateway.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'baseline', url: `${baseline.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'express-openid-connect', url: `${eoc.info.url}/api/echo`, headers: { cookie: eocCookie, 'x-csrf': '1' } },
+      { name: 'raw-node', url: `${raw.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       ...experimental.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
     ];
     await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
@@ -780,6 +785,7 @@ async function main(settings: Settings): Promise<number> {
       gateway,
       baseline,
       'express-openid-connect': eoc,
+      'raw-node': raw,
       ...Object.fromEntries(experimental.map((c) => [c.name, c])),
     };
     log('signed in on the gateway and on express-openid-connect; every target answers 200');
@@ -867,6 +873,8 @@ async function main(settings: Settings): Promise<number> {
       '',
       textTable(['target', 'measured', 'met'], report.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : 'NO'])),
       '',
+      `Against the Node ceiling (a raw node:http proxy, no framework, no auth): the gateway at ${ceilingRatio(summary)} of its throughput (issue 17's goal: 0.9 x).`,
+      '',
       'CPU use during the measured runs (median, % of one core):',
       textTable(CPU_HEADER, cpuRows(summary)),
       '',
@@ -931,3 +939,10 @@ main(settings).then(
     process.exitCode = 1;
   },
 );
+
+/** Gateway req/s over the raw node:http proxy's, as text ('n/a' without that target). */
+function ceilingRatio(summary: TargetSummary[]): string {
+  const gw = summary.find((s) => s.target === 'gateway');
+  const raw = summary.find((s) => s.target === 'raw-node');
+  return gw && raw ? `${round(gw.rps / raw.rps, 3)} x` : 'n/a';
+}
