@@ -76,8 +76,14 @@ beforeAll(async () => {
   if (!(await startNpmStart()) && !(await startNpmStart())) throw new Error(`npm start: ports taken twice:\n${output}`);
 }, 200_000);
 
-afterAll(() => {
-  if (child && !exitedWith) child.kill('SIGKILL');
+afterAll(async () => {
+  const running = child;
+  if (!running || exitedWith) return;
+  // Wait (bounded) until it is gone and its pipes are closed ('close', not 'exit'), so that
+  // nothing of it holds this worker open.
+  const exited = new Promise<void>((resolve) => running.once('close', () => resolve()));
+  running.kill('SIGKILL');
+  await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 5_000).unref())]);
 });
 
 async function hello(client: BrowserClient): Promise<DemoApiAnswer> {

@@ -78,8 +78,14 @@ beforeAll(async () => {
   ]);
 }, 200_000);
 
+/** Resolves when `exited` does or after `ms`: teardown waits for SIGKILLed children, boundedly. */
+const settledWithin = (exited: Promise<unknown>, ms: number) =>
+  Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
+
 afterAll(async () => {
   killAllCli();
+  // Their pipes close only once they are gone; a worker that leaves first is force-exited.
+  await Promise.all(processes.map((p) => settledWithin(p.exited, 5_000)));
   await provider?.close();
   await Promise.all(Object.values(upstreams ?? {}).map((u) => u.close()));
   if (tmp) rmSync(tmp, { recursive: true, force: true });

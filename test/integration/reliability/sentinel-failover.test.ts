@@ -124,7 +124,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
   await upstream?.close();
-  sentinel?.kill('SIGKILL');
+  const running = sentinel;
+  if (running && running.exitCode === null && running.signalCode === null) {
+    const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+    running.kill('SIGKILL');
+    await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 5_000).unref())]);
+  }
   await master?.close();
   await replica?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
