@@ -79,11 +79,15 @@ beforeAll(async () => {
 afterAll(async () => {
   const running = child;
   if (!running || exitedWith) return;
-  // Wait (bounded) until it is gone and its pipes are closed ('close', not 'exit'), so that
-  // nothing of it holds this worker open.
-  const exited = new Promise<void>((resolve) => running.once('close', () => resolve()));
+  // SIGTERM, as a user stops `npm start`: the gateway closes its idle keep-alive connections
+  // first, so none of this worker's sockets outlive it. Bounded, then SIGKILL. 'close', not
+  // 'exit': its pipes are closed too.
+  const closed = new Promise<void>((resolve) => running.once('close', () => resolve()));
+  const within = (ms: number) => Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
+  running.kill('SIGTERM');
+  if (await within(10_000)) return;
   running.kill('SIGKILL');
-  await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 5_000).unref())]);
+  await within(5_000);
 });
 
 async function hello(client: BrowserClient): Promise<DemoApiAnswer> {
