@@ -38,6 +38,8 @@ export interface RawRequest {
   keepOpen?: boolean;
   /** Bounded wait for the whole answer (default 10 s): a hang fails, never blocks the run. */
   deadlineMs?: number;
+  /** Called with the (de-chunked) body so far as it arrives (once complete when it has a Content-Length), e.g. to act on a streamed answer's first event. */
+  onBody?: (textSoFar: string) => void;
 }
 
 /** A Unicode string as its UTF-8 bytes, one latin1 char per byte (for `target` and header values). */
@@ -181,6 +183,7 @@ export function rawExchange(baseUrl: string, request: RawRequest): Promise<RawRe
         return;
       }
       if (parsed.response.status === 101 && request.upgrade) return settle(parsed.response);
+      request.onBody?.(parsed.response.text);
       if (ended || complete(parsed)) return settle(parsed.response);
       const length = parsed.response.headers.get('content-length');
       if (length !== null && /^\d+$/.test(length)) expected = raw.length - parsed.wire.length + Number(length);

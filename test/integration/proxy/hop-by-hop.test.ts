@@ -4,9 +4,9 @@
  * connections to upstreams; the upstream's describe its connection to the gateway, never the
  * browser's. Real provider, real Redis, real upstream.
  */
-import http from 'node:http';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
+import { headerValues as responseHeaderValues, rawExchange, type RawResponse } from '../../support/raw-http.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { tokensOfSession } from '../../support/assertions.js';
@@ -40,41 +40,9 @@ beforeEach(() => {
   upstream.setHandler(undefined);
 });
 
-interface Streamed {
-  status: number;
-  rawHeaders: string[];
-  /** Resolves with the whole body once the response ends. */
-  body: Promise<string>;
-  /** Resolves once `text` has arrived. */
-  seen(text: string): Promise<void>;
-}
-
-/** One request on its own connection (no agent), with exactly the headers given. */
-function request(path: string, headers: Record<string, string>, method = 'GET'): Promise<Streamed> {
-  const { hostname, port } = new URL(stack.gateway.url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ hostname, port, path, method, headers, agent: false }, (res) => {
-      let text = '';
-      const waiters: { text: string; resolve: () => void }[] = [];
-      const body = new Promise<string>((done, fail) => {
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          text += d;
-          for (const w of waiters.filter((x) => text.includes(x.text))) w.resolve();
-        });
-        res.on('end', () => done(text));
-        res.on('error', fail);
-      });
-      resolve({
-        status: res.statusCode ?? 0,
-        rawHeaders: res.rawHeaders,
-        body,
-        seen: (wanted) => (text.includes(wanted) ? Promise.resolve() : new Promise((ok) => waiters.push({ text: wanted, resolve: ok }))),
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
+/** One request on its own connection (the suite's raw client), with exactly the headers given. */
+function request(path: string, headers: Record<string, string>, method = 'GET', onBody?: (text: string) => void): Promise<RawResponse> {
+  return rawExchange(stack.gateway.url, { method, target: path, headers, ...(onBody ? { onBody } : {}) });
 }
 
 const headerNames = (raw: readonly string[]) => raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
@@ -83,7 +51,10 @@ const headerValues = (raw: readonly string[], name: string) => raw.filter((_, i)
 describe('request headers', () => {
   it("keeps a browser's Connection: close off the pooled upstream connection: after an SSE stream answered keep-alive, later calls succeed", async () => {
     const sessionCookie = `${stack.config.derived.sessionCookieName}=${cookie}`;
-    const sse = await request('/api/sse', {
+    // The answer completes only once the stream ends: act on its first event meanwhile.
+    let firstEvent!: () => void;
+    const first = new Promise<void>((resolve) => (firstEvent = resolve));
+    const sse = request('/api/sse', {
       ...csrf,
       cookie: sessionCookie,
       accept: 'text/event-stream',
@@ -94,12 +65,14 @@ describe('request headers', () => {
       te: 'trailers',
       'proxy-authorization': 'Basic cHJveHk6cHJveHk=',
       'proxy-connection': 'keep-alive',
-    });
-    expect(sse.status).toBe(200);
-    await sse.seen('data: first');
+    }, 'GET', (text) => text.includes('data: first') && firstEvent());
+    await Promise.race([first, sse]);
     // Ends the stream from the upstream's side (the test upstream answers SSE with Connection: keep-alive).
     expect((await fetch(`${upstream.url}/sse-release`, { method: 'POST' })).status).toBe(200);
-    expect(await sse.body).toContain('data: last');
+    const streamed = await sse;
+    expect(streamed.status).toBe(200);
+    expect(streamed.text).toContain('data: first');
+    expect(streamed.text).toContain('data: last');
 
     // Later calls of another browser ride on the gateway's pooled connection to the upstream.
     for (let i = 0; i < 5; i++) expect((await client.get(`${stack.gateway.url}/api/echo?i=${i}`, { headers: csrf })).status).toBe(200);
@@ -160,12 +133,12 @@ describe('response headers', () => {
     });
     const res = await request('/api/headers', { ...csrf, cookie: `${stack.config.derived.sessionCookieName}=${cookie}` }, method);
     expect(res.status).toBe(200);
-    expect(await res.body).toBe('ok');
-    const names = headerNames(res.rawHeaders);
+    expect(res.text).toBe('ok');
+    const names = res.rawHeaders.map(([name]) => name);
     for (const name of ['x-hop', 'proxy-authenticate', 'proxy-connection', 'trailer', 'upgrade']) expect([name, names.includes(name)]).toEqual([name, false]);
     // The gateway's server speaks for its own connection to the browser.
-    expect(headerValues(res.rawHeaders, 'keep-alive').join()).not.toContain('timeout=99');
-    expect(headerValues(res.rawHeaders, 'connection').join().toLowerCase()).not.toContain('x-hop');
-    expect(headerValues(res.rawHeaders, 'x-kept')).toEqual(['yes']);
+    expect(responseHeaderValues(res, 'keep-alive').join()).not.toContain('timeout=99');
+    expect(responseHeaderValues(res, 'connection').join().toLowerCase()).not.toContain('x-hop');
+    expect(responseHeaderValues(res, 'x-kept')).toEqual(['yes']);
   });
 });
