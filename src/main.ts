@@ -12,7 +12,7 @@ import { createRuntime, StartupError, type Runtime } from './runtime.js';
 import { createMetricsApp } from './http/metrics-server.js';
 import { createLogger } from './observability/logger.js';
 import { shareWithPrimary, type MetricsSource } from './observability/metrics.js';
-import { METRICS_REQUEST, METRICS_RESPONSE, startSupervisor, type MetricsRequest, type MetricsResponse } from './supervisor.js';
+import { METRICS_REQUEST, METRICS_RESPONSE, startSupervisor, type MetricsRequest, type MetricsResponse, type Supervisor } from './supervisor.js';
 
 export interface CliArgs {
   config?: string;
@@ -74,10 +74,15 @@ export async function startGateway(config: Config, runtime: Runtime, options: St
       ? undefined
       : http.createServer(createMetricsApp(options.metricsSource ?? runtime.metrics.source, runtime.logger));
   if (metricsServer) {
-    await new Promise<void>((resolve, reject) => {
-      metricsServer.once('error', reject);
-      metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
-    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        metricsServer.once('error', reject);
+        metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
+      });
+    } catch (err) {
+      server.close();
+      throw err;
+    }
   }
 
   const { port } = server.address() as AddressInfo;
@@ -162,7 +167,16 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     shareWithPrimary(runtime.metrics.registry);
     startOptions = { metricsSource: metricsFromPrimary(), serveMetricsPort: false };
   }
-  const gateway = await startGateway(config, runtime, startOptions);
+  let gateway: RunningGateway;
+  try {
+    gateway = await startGateway(config, runtime, startOptions);
+  } catch (err) {
+    // Nothing may keep a process that cannot serve alive (Redis retries, discovery, the demo).
+    await runtime.close().catch(() => undefined);
+    await stopDev?.();
+    process.stderr.write(`bff-gateway: cannot start: ${describeListenError(err, config)}\n`);
+    return 1;
+  }
   runtime.logger.info({ event: 'listening', url: config.server.publicUrl, port: config.server.port }, `gateway listening on ${config.server.publicUrl}`);
   if (banner.length > 0) process.stdout.write(`\nbff-gateway demo is running:\n${banner.map((l) => `  ${l}\n`).join('')}\nOpen ${config.server.publicUrl} and sign in as alice / alice-password.\n\n`);
   return new Promise<number>((resolve) => {
@@ -183,8 +197,20 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 /** The cluster primary: supervises the workers until SIGTERM or SIGINT, then drains them. */
 async function supervise(config: Config, workers: number): Promise<number> {
   const logger = createLogger({ level: config.log.level });
-  const supervisor = await startSupervisor(config, workers, logger);
+  let supervisor: Supervisor;
+  try {
+    supervisor = await startSupervisor(config, workers, logger);
+  } catch (err) {
+    process.stderr.write(`bff-gateway: cannot start: ${describeListenError(err, config)}\n`);
+    return 1;
+  }
   return new Promise<number>((resolve) => {
+    // A worker that cannot start at all (port taken, Redis unreachable) stops the whole cluster,
+    // as it would stop a single process: restarting it in a loop would only hide the problem.
+    void supervisor.failed.then((reason) => {
+      process.stderr.write(`bff-gateway: cannot start: ${reason}\n`);
+      void supervisor.stop().then(() => resolve(1));
+    });
     const stop = (signal: string) => {
       logger.info({ event: 'shutdown', signal, workers }, 'draining every worker');
       supervisor.stop().then(
@@ -222,4 +248,15 @@ function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
       pending.set(id, settle);
       process.send?.({ type: METRICS_REQUEST, id } satisfies MetricsRequest);
     });
+}
+
+/** One line for a server that could not listen (no stack: it is a deployment problem). */
+function describeListenError(err: unknown, config: Config): string {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  const where = (port: number | undefined) => `${config.server.host}:${port ?? '?'}`;
+  const port = (err as { port?: number } | undefined)?.port;
+  if (code === 'EADDRINUSE') return `${where(port)} is already in use`;
+  if (code === 'EACCES') return `no permission to listen on ${where(port)}`;
+  if (code === 'EADDRNOTAVAIL') return `${config.server.host} is not an address of this machine`;
+  return err instanceof Error ? err.message : String(err);
 }

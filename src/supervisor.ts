@@ -35,6 +35,11 @@ export interface MetricsResponse {
 export interface Supervisor {
   /** Drains every worker (bounded) and closes the metrics port. */
   stop(): Promise<void>;
+  /**
+   * Settles (with the reason) if a worker exits before the cluster was ever fully up: a
+   * startup failure (port taken, Redis unreachable, a bad secret), not a crash to restart.
+   */
+  failed: Promise<string>;
 }
 
 /** A worker that lived this long is healthy: its next crash starts the backoff afresh. */
@@ -52,6 +57,19 @@ export async function startSupervisor(config: Config, count: number, logger: Log
   let stopping = false;
   let crashes = 0;
   let restartTimer: NodeJS.Timeout | undefined;
+  let listening = 0;
+  let fail!: (reason: string) => void;
+  const failed = new Promise<string>((resolve) => (fail = resolve));
+
+  // Before any worker starts: a metrics port that cannot be had stops the cluster at once.
+  const metricsServer =
+    config.server.metricsPort === undefined ? undefined : http.createServer(createMetricsApp(sumOfWorkers, logger));
+  if (metricsServer) {
+    await new Promise<void>((resolve, reject) => {
+      metricsServer.once('error', reject);
+      metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
+    });
+  }
 
   cluster.on('message', (worker, message: unknown) => {
     if (!isMetricsRequest(message)) return;
@@ -68,11 +86,20 @@ export async function startSupervisor(config: Config, count: number, logger: Log
     const worker = cluster.fork();
     startedAt.set(worker, Date.now());
     // Started means serving: the worker has built its runtime and listens on the shared port.
-    worker.once('listening', () => logger.info({ event: 'worker_started', worker: worker.id, pid: worker.process.pid }, 'worker started'));
+    let served = false;
+    worker.once('listening', () => {
+      served = true;
+      listening += 1;
+      logger.info({ event: 'worker_started', worker: worker.id, pid: worker.process.pid }, 'worker started');
+    });
     worker.once('exit', (code, signal) => {
       const lived = Date.now() - (startedAt.get(worker) ?? Date.now());
       startedAt.delete(worker);
       if (stopping) return;
+      if (!served && listening < count) {
+        fail(`worker ${worker.id} exited (code ${code ?? signal}) before it could serve; see its output above`);
+        return;
+      }
       crashes = lived >= STABLE_MS ? 1 : crashes + 1;
       const delay = Math.min(FIRST_RESTART_DELAY_MS * 2 ** (crashes - 1), MAX_RESTART_DELAY_MS);
       logger.error(
@@ -87,16 +114,8 @@ export async function startSupervisor(config: Config, count: number, logger: Log
   for (let i = 0; i < count; i++) fork();
   logger.info({ event: 'supervising', workers: count }, `supervising ${count} workers`);
 
-  const metricsServer =
-    config.server.metricsPort === undefined ? undefined : http.createServer(createMetricsApp(sumOfWorkers, logger));
-  if (metricsServer) {
-    await new Promise<void>((resolve, reject) => {
-      metricsServer.once('error', reject);
-      metricsServer.listen(config.server.metricsPort, config.server.host, () => resolve());
-    });
-  }
-
   return {
+    failed,
     async stop() {
       stopping = true;
       clearTimeout(restartTimer);
