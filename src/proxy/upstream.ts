@@ -66,7 +66,32 @@ export function isBodyless(req: http.IncomingMessage): boolean {
 }
 
 const RETRY = Symbol('retry');
-type Retriable = http.IncomingMessage & { [RETRY]?: { retry: Retry; header: string | undefined } | undefined };
+/** Whether the current upstream attempt went out on a pooled (reused) connection; then whether it was resent. */
+const POOLED = Symbol('pooled');
+const RESENT = Symbol('resent');
+type Retriable = http.IncomingMessage & {
+  [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
+  [POOLED]?: boolean;
+  [RESENT]?: true;
+};
+
+/**
+ * A pooled keep-alive connection the upstream closed just as the gateway sent on it (its idle
+ * timeout raced the request): the request failed before any answer and never reached the
+ * upstream's application. Safe to send again, once, on a fresh connection, when it has no body
+ * (RFC 9112 §9.3.1 lets a client retry an idempotent request after such a close).
+ */
+function staleConnection(err: Error, req: Retriable, res: http.ServerResponse | Socket): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return (
+    (code === 'ECONNRESET' || code === 'EPIPE') &&
+    req[POOLED] === true &&
+    req[RESENT] !== true &&
+    'headersSent' in res &&
+    !res.headersSent &&
+    isBodyless(req)
+  );
+}
 
 /**
  * Every upstream answer is written by the gateway itself rather than by httpxy (whose writer
@@ -150,13 +175,27 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     ejectPlugins: true,
     pathRewrite: upstreamTarget,
   };
+  type ProxyServer = { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> };
+  let plainServer: ProxyServer | undefined;
+  let checkedServer: ProxyServer | undefined;
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
     // started answering is never cut by it.
-    proxyReq(proxyReq: http.ClientRequest) {
+    proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
       deadlines.track(proxyReq);
+      (req as Retriable)[POOLED] = proxyReq.reusedSocket;
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
+      if (staleConnection(err, req as Retriable, res)) {
+        (req as Retriable)[RESENT] = true;
+        // The same proxy again (keeping the 401 retry, if any), with an empty stand-in body:
+        // the agent has dropped the dead socket, so this goes out on another one.
+        const server = (req as Retriable)[RETRY] !== undefined ? checkedServer : plainServer;
+        server?.web(req, res as http.ServerResponse, { ...base, selfHandleResponse: true, buffer: Readable.from([]) }).catch((again: unknown) => {
+          options.onError(again instanceof Error ? again : new Error(String(again)), req, res);
+        });
+        return;
+      }
       options.onError(err, req, res);
     },
   };
@@ -169,7 +208,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     selfHandleResponse: true,
-    plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
+    plugins: [
+      debugProxyErrorsPlugin,
+      proxyEventsPlugin,
+      (server) => {
+        plainServer = server as unknown as ProxyServer;
+      },
+    ],
     on: {
       ...on,
       proxyRes(proxyRes, _req, res) {
@@ -183,7 +228,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   // passed on, so a 401 invalid_token can be answered by one refresh and one retry (SPEC §4).
   // The retry rides on the request itself, not in a WeakMap keyed by request: a collection
   // keyed per request gets its tables rehashed into the old generation (see deadlines.ts).
-  let checkedServer: { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> } | undefined;
   const checked = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     selfHandleResponse: true,
@@ -191,7 +235,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       debugProxyErrorsPlugin,
       proxyEventsPlugin,
       (server) => {
-        checkedServer = server as unknown as typeof checkedServer;
+        checkedServer = server as unknown as ProxyServer;
       },
     ],
     on: {
