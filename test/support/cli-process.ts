@@ -3,11 +3,15 @@
  * the way main.ts starts them (server options, CONNECT handler, metrics port, process handlers).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { stringify as toYaml } from 'yaml';
+import { gatewayClient } from './gateway.js';
+import { startTestProvider, type TestProvider } from './oidc-provider.js';
 import { incomingHeaders, rawExchange } from './raw-http.js';
+import { startUpstream, type Upstream } from './upstream.js';
 import { eventually, withTimeout } from './wait.js';
 
 const ROOT = process.cwd();
@@ -112,4 +116,47 @@ export async function startCliGateway(configFile: string, port: number): Promise
   }
   console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
   return proc;
+}
+
+export interface CliFixture {
+  /** A temporary folder for config files, removed afterwards. */
+  readonly tmp: string;
+  readonly provider: TestProvider;
+  readonly upstream: Upstream;
+}
+
+/**
+ * The set-up every suite of CLI gateways shares, registered as beforeAll/afterAll: dist/ built,
+ * a temporary folder, an upstream and a test provider; afterwards every CLI child is killed and
+ * everything closed. Read the fields inside tests (they exist once beforeAll has run).
+ */
+export function useCliFixture(name: string): CliFixture {
+  const state: { tmp?: string; provider?: TestProvider; upstream?: Upstream } = {};
+  beforeAll(async () => {
+    ensureBuilt();
+    state.tmp = mkdtempSync(path.join(os.tmpdir(), `bff-${name}-`));
+    state.upstream = await startUpstream();
+    state.provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
+  }, 200_000);
+  afterAll(async () => {
+    killAllCli();
+    await state.provider?.close();
+    await state.upstream?.close();
+    if (state.tmp) rmSync(state.tmp, { recursive: true, force: true });
+  });
+  const required = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`${what} is set up in beforeAll`);
+    return value;
+  };
+  return {
+    get tmp() {
+      return required(state.tmp, 'tmp');
+    },
+    get provider() {
+      return required(state.provider, 'provider');
+    },
+    get upstream() {
+      return required(state.upstream, 'upstream');
+    },
+  };
 }

@@ -9,47 +9,26 @@
  * tests fail (the sum lacks the workers' counts); in src/supervisor.ts, do not `fork()` again
  * after an exit → the replacement test fails.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { ensureBuilt, killAllCli, request, startCliGateway, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { request, startCliGateway, useCliFixture, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
-import { gatewayClient } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
-let tmp: string;
-let provider: TestProvider;
-let upstream: Upstream;
-
-beforeAll(async () => {
-  ensureBuilt();
-  tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-workers-'));
-  upstream = await startUpstream();
-  provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
-}, 200_000);
-
-afterAll(async () => {
-  killAllCli();
-  await provider?.close();
-  await upstream?.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
+const fixture = useCliFixture('workers');
 
 async function startWorkers(opts: { metricsPort?: number } = {}): Promise<{ proc: Spawned; port: number }> {
   const port = await findFreePort();
-  const file = writeConfigFile(tmp, `workers-${port}.yaml`, {
+  const file = writeConfigFile(fixture.tmp, `workers-${port}.yaml`, {
     server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, workers: 2, shutdownTimeoutSeconds: 8, ...opts },
-    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
+    oidc: { issuer: fixture.provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
     redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:` },
-    routes: [{ path: '/up', target: upstream.url, auth: 'none' }],
+    routes: [{ path: '/up', target: fixture.upstream.url, auth: 'none' }],
     log: { level: 'info' },
   });
   const proc = await startCliGateway(file, port);
-  await until('two workers started', () => workerPids(proc).length >= 2);
+  await eventually('two workers started', 15_000, () => workerPids(proc).length >= 2);
   return { proc, port };
 }
 
@@ -63,14 +42,6 @@ function events(proc: Spawned, event: string): Array<Record<string, unknown>> {
 }
 
 const workerPids = (proc: Spawned) => events(proc, 'worker_started').map((e) => e.pid as number);
-
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** `count` calls, each on a fresh connection, so the cluster spreads them over the workers. */
 async function calls(port: number, count: number): Promise<number[]> {
@@ -108,10 +79,10 @@ describe('server.workers: 2', () => {
     const { proc, port } = await startWorkers();
     const [victim] = workerPids(proc);
     process.kill(victim as number, 'SIGKILL');
-    await until('the exit to be logged', () => events(proc, 'worker_exited').some((e) => e.pid === victim));
+    await eventually('the exit to be logged', 15_000, () => events(proc, 'worker_exited').some((e) => e.pid === victim));
     // The other worker serves while the replacement starts.
     expect(await calls(port, 10)).toEqual(Array(10).fill(200));
-    await until('a replacement worker', () => workerPids(proc).length >= 3);
+    await eventually('a replacement worker', 15_000, () => workerPids(proc).length >= 3);
     const exited = events(proc, 'worker_exited')[0];
     expect(exited).toMatchObject({ pid: victim, signal: 'SIGKILL', restartInMs: expect.any(Number) });
     expect(await calls(port, 10)).toEqual(Array(10).fill(200));
@@ -121,9 +92,9 @@ describe('server.workers: 2', () => {
 
   it('drains every worker on SIGTERM: an in-flight call finishes, then the primary exits 0', async () => {
     const { proc, port } = await startWorkers();
-    upstream.reset();
+    fixture.upstream.reset();
     const inflight = request(port, '/up/slow?ms=1500', csrf);
-    await until('the slow call to reach the upstream', () => upstream.requests.length >= 1);
+    await eventually('the slow call to reach the upstream', 15_000, () => fixture.upstream.requests.length >= 1);
     proc.child.kill('SIGTERM');
     const answer = await withTimeout(inflight, 15_000, 'the in-flight call');
     expect(answer.status).toBe(200);

@@ -3,47 +3,25 @@
  * SIGTERM stops accepting, lets in-flight requests finish (bounded by
  * server.shutdownTimeoutSeconds), then exits 0. (`--check`: test/integration/config/cli-check.test.ts.)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { ensureBuilt, killAllCli, request, startCliGateway, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
-import { gatewayClient } from '../../support/gateway.js';
+import { request, startCliGateway, useCliFixture, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 
-let tmp: string;
-let provider: TestProvider;
-let upstream: Upstream;
+const fixture = useCliFixture('shutdown');
 
-beforeAll(async () => {
-  ensureBuilt();
-  tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-shutdown-'));
-  upstream = await startUpstream();
-  provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
-}, 200_000);
-
-afterAll(async () => {
-  killAllCli();
-  await provider?.close();
-  await upstream?.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-});
-
-const writeConfig = (name: string, doc: unknown) => writeConfigFile(tmp, name, doc);
+const writeConfig = (name: string, doc: unknown) => writeConfigFile(fixture.tmp, name, doc);
 
 function gatewayConfig(port: number, shutdownTimeoutSeconds: number) {
   return {
     server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, shutdownTimeoutSeconds },
-    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
+    oidc: { issuer: fixture.provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
     redis: { url: redisUrlForTests(), keyPrefix: `shutdown${port}:` },
-    routes: [{ path: '/slow', target: upstream.url, auth: 'none' }],
+    routes: [{ path: '/slow', target: fixture.upstream.url, auth: 'none' }],
     log: { level: 'info' },
   };
 }
@@ -71,14 +49,14 @@ async function startGatewayProcess(shutdownTimeoutSeconds: number): Promise<{ pr
 }
 
 async function waitForUpstreamRequest(count: number): Promise<void> {
-  await eventually('the slow call reaching the upstream', 5_000, () => upstream.requests.length >= count, { intervalMs: 10 });
+  await eventually('the slow call reaching the upstream', 5_000, () => fixture.upstream.requests.length >= count, { intervalMs: 10 });
 }
 
 describe('SIGTERM', () => {
   it('lets an in-flight call finish with 200, refuses new connections meanwhile, and exits 0 within shutdownTimeoutSeconds', async () => {
     const shutdownTimeoutSeconds = 8;
     const { proc, port } = await startGatewayProcess(shutdownTimeoutSeconds);
-    upstream.reset();
+    fixture.upstream.reset();
     const inflight = request(port, '/slow/slow?ms=1500', csrf);
     inflight.catch(() => undefined);
     await waitForUpstreamRequest(1);
@@ -119,7 +97,7 @@ describe('SIGTERM', () => {
   it('exits 0 once shutdownTimeoutSeconds is up even when a call is still running', async () => {
     const shutdownTimeoutSeconds = 2;
     const { proc, port } = await startGatewayProcess(shutdownTimeoutSeconds);
-    upstream.reset();
+    fixture.upstream.reset();
     const inflight = request(port, '/slow/slow?ms=20000', csrf).then(
       (a) => `answered ${a.status}`,
       (err: Error) => `cut (${err.message})`,
