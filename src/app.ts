@@ -22,7 +22,6 @@ import { createSessionMiddleware } from './http/session-cookie.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
-import { compileTrust } from './proxy/trust.js';
 import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
 
 /**
@@ -44,9 +43,9 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
-  // The same hop rule as the proxy path and the login rate limit (proxy/trust.ts): req.ip is the
-  // address the nearest trusted hop saw, never one the browser wrote.
-  app.set('trust proxy', compileTrust(config.server.trustProxy));
+  // Express's own reading of X-Forwarded-* stays off: the client address is decided in one place,
+  // proxy/trust.ts, for the forwarding headers and the login rate limit alike.
+  app.set('trust proxy', false);
   app.set('query parser', 'simple');
 
   const sessionMiddleware = createSessionMiddleware(config, runtime.store);

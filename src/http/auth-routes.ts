@@ -30,6 +30,7 @@ import {
   requireSignedIn,
 } from './session-cookie.js';
 import { createRevoker } from './revocation.js';
+import { clientAddress, compileTrust } from '../proxy/trust.js';
 
 export interface AuthRouteDeps {
   config: Config;
@@ -79,6 +80,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const { derived } = config;
   const clock = deps.clock ?? Date.now;
   const csrf = requireCsrf(config.csrf.headerName);
+  // The login rate limit counts per client, as the trusted hops say (one rule: proxy/trust.ts).
+  const trust = compileTrust(config.server.trustProxy);
   const revoke = createRevoker(provider, logger);
   const router = Router();
   const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
@@ -90,7 +93,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   async function login(req: Request, res: Response): Promise<void> {
     const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
-    await withStore(() => deps.loginLimiter.hit(req.ip ?? 'unknown'));
+    await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
     await admitLogin();
     const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources);
     // Noted now, ended at the callback: see LoginTransaction.previousSession.

@@ -156,9 +156,3 @@ export function connectionNominated(headers: IncomingHttpHeaders): string[] {
     .map((t) => t.trim().toLowerCase())
     .filter((t) => t.length > 0 && !CONNECTION_TOKENS_KEPT.has(t));
 }
-
-/** Drops upstream Set-Cookie headers that would overwrite the gateway's own cookies. */
-export function filterSetCookie(values: string[] | undefined, isOurs: (name: string) => boolean): string[] | undefined {
-  if (!values) return undefined;
-  return values.filter((v) => !isOurs(cookieName(v)));
-}

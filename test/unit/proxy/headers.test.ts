@@ -1,5 +1,5 @@
 import { compileTrust } from '../../../src/proxy/trust.js';
-import { compileRequestHeaderStrip, connectionNominated, filterSetCookie, forwardingHeaders, responseHeaders, stripCookies } from '../../../src/proxy/headers.js';
+import { compileRequestHeaderStrip, connectionNominated, forwardingHeaders, responseHeaders, stripCookies } from '../../../src/proxy/headers.js';
 
 const ours = (name: string) => name === 'bff' || name.startsWith('bff-login.');
 
@@ -46,7 +46,7 @@ describe('proxied request headers', () => {
   });
 
   it("drops upstream Set-Cookie headers that would overwrite the gateway's cookies", () => {
-    expect(filterSetCookie(['bff=attacker; Path=/', 'theirs=1; Path=/'], ours)).toEqual(['theirs=1; Path=/']);
+    expect(responseHeaders(['Set-Cookie', 'bff=attacker; Path=/', 'Set-Cookie', 'theirs=1; Path=/'], ours)).toEqual(['Set-Cookie', 'theirs=1; Path=/']);
   });
 });
 
