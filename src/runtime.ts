@@ -10,6 +10,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
 import { clientCredentials } from './oidc/flows.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
+import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
@@ -51,6 +52,8 @@ export interface Runtime {
   provider: ProviderHandle;
   loginLimiter: LoginLimiter;
   clientTokens: ClientTokens;
+  /** How often a token an upstream refused may be renewed, shared by all instances (refusal-cooldown.ts). */
+  refusals: RefusalCooldown;
   clock: () => number;
   redisReady(): Promise<boolean>;
   /** Registers cleanup for something built on top of the runtime (e.g. the app's upstream agents). */
@@ -121,6 +124,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
 
   metrics.watchDependencies({ redis: () => pingRedis(redis), provider: () => provider.isReady() });
 
+  const refusals = createRefusalCooldown({ redis, keys });
   const cleanups: Array<() => void | Promise<void>> = [];
   return {
     config,
@@ -137,10 +141,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     refresher,
     provider,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
+    refusals,
     clientTokens: createClientTokens({
       redis,
       keys,
       sealer,
+      cooldown: refusals,
       skewSeconds: config.tokens.refreshSkewSeconds,
       clock,
       fetch: (request) =>

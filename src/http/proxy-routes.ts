@@ -63,6 +63,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     provider: runtime.provider,
     clock: runtime.clock,
     clientTokens: runtime.clientTokens,
+    refusals: runtime.refusals,
   });
 
   const upstreams = new Map<string, Upstream>(
@@ -124,7 +125,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     // still-current token, once per cooldown, shared in Redis); otherwise 'pass': the upstream's
     // 401 goes to the browser unchanged.
     const retry =
-      credential && route.auth !== 'apiKey' ? () => guarded(() => resolveCredential.renew(route, session, credential, runtime)) : undefined;
+      credential && route.auth !== 'apiKey' ? () => guarded(() => resolveCredential.renew(route, session, credential)) : undefined;
     return { credential, retry };
   }
 

@@ -16,10 +16,8 @@ import type { AuthData, SealedTokens } from '../session/data.js';
 import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
 import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
-import type { RedisClient } from '../redis/client.js';
-import type { Keys } from '../redis/keys.js';
 import type { ClientTokens } from './client-token.js';
-import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
+import type { RefusalCooldown } from './refusal-cooldown.js';
 import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
 
@@ -37,12 +35,8 @@ export interface CredentialDeps {
   provider: ProviderHandle;
   clock: () => number;
   clientTokens: ClientTokens;
-}
-
-/** Where the refusal cooldown lives; passed per renewal, as the 401 path is the only one needing it. */
-export interface RefusalStore {
-  redis: RedisClient;
-  keys: Keys;
+  /** Bounds forced renewals of refused tokens (refusal-cooldown.ts). */
+  refusals: RefusalCooldown;
 }
 
 /** Retry without a new credential: the upstream's answer is passed through. */
@@ -155,14 +149,13 @@ export function createCredentialResolver(deps: CredentialDeps) {
     route: CompiledRoute,
     session: LoadedSession | undefined,
     refused: Credential,
-    store: RefusalStore,
   ): Promise<Credential | typeof PASS> {
     const token = tokenOf(refused);
     switch (route.auth) {
       case 'user':
       case 'user-optional': {
         if (!session) throw new GatewayError('login_required');
-        const next = await userAccessToken(session, route, { token, cooldown: createRefusalCooldown(store) });
+        const next = await userAccessToken(session, route, { token, cooldown: deps.refusals });
         return next === undefined ? PASS : bearer(next);
       }
       case 'client': {

@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createSealer } from '../../../src/crypto/seal.js';
+import { createRefusalCooldown } from '../../../src/proxy/refusal-cooldown.js';
 import { createCredentialResolver, PASS, type LoadedSession } from '../../../src/proxy/bearer.js';
 import type { ClientTokens } from '../../../src/proxy/client-token.js';
 import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js';
@@ -55,6 +56,7 @@ const resolver = () =>
     provider: {} as ProviderHandle,
     clock: Date.now,
     clientTokens: {} as ClientTokens,
+    refusals: createRefusalCooldown({ redis, keys }),
   });
 
 /** The session as a request that started now would have loaded it. */
@@ -80,9 +82,9 @@ afterEach(() => {
 describe('renewing a refused session token', () => {
   it('refreshes the current token once, then passes while the cooldown lasts', async () => {
     const { renew } = resolver();
-    expect(await renew(route, loaded(), bearer(0), { redis, keys })).toEqual(bearer(1));
+    expect(await renew(route, loaded(), bearer(0))).toEqual(bearer(1));
     // The new token is refused too: the next request gets the upstream's 401.
-    expect(await renew(route, loaded(), bearer(1), { redis, keys })).toBe(PASS);
+    expect(await renew(route, loaded(), bearer(1))).toBe(PASS);
     expect(refreshes).toBe(1);
   });
 
@@ -90,7 +92,7 @@ describe('renewing a refused session token', () => {
     const { renew } = resolver();
     const stale = loaded();
     record = { version: 1, tokens: tokenSet(1) };
-    expect(await renew(route, stale, bearer(0), { redis, keys })).toEqual(bearer(1));
+    expect(await renew(route, stale, bearer(0))).toEqual(bearer(1));
     expect(refreshes).toBe(0);
   });
 
@@ -100,13 +102,13 @@ describe('renewing a refused session token', () => {
     record = { version: 0, tokens: { ...tokenSet(0), expiresAt: Math.floor(Date.now() / 1000) - 1 } };
     const stale = loaded();
     record = { version: 1, tokens: tokenSet(1) };
-    expect(await renew(route, stale, bearer(1), { redis, keys })).toEqual(bearer(2));
+    expect(await renew(route, stale, bearer(1))).toEqual(bearer(2));
     expect(refreshes).toBe(1);
   });
 
   it('lets requests refused the same token share its refresh, on every instance', async () => {
     const session = loaded();
-    const renewed = await Promise.all(Array.from({ length: 4 }, () => resolver().renew(route, session, bearer(0), { redis, keys })));
+    const renewed = await Promise.all(Array.from({ length: 4 }, () => resolver().renew(route, session, bearer(0))));
     expect(renewed).toEqual(Array(4).fill(bearer(1)));
     expect(refreshes).toBe(1);
   });
