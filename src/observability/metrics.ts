@@ -152,7 +152,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const kind of ['connection', 'command']) redisErrors.inc({ kind }, 0);
   for (const outcome of ['success', 'shared', 'invalid_grant', 'failure']) metrics.refreshes.inc({ outcome }, 0);
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
-  for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed']) metrics.loginTransactions.inc({ outcome }, 0);
+  for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed', 'over_capacity']) metrics.loginTransactions.inc({ outcome }, 0);
   return metrics;
 }
 
