@@ -176,8 +176,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     pathRewrite: upstreamTarget,
   };
   type ProxyServer = { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> };
-  let plainServer: ProxyServer | undefined;
-  let checkedServer: ProxyServer | undefined;
+  let server: ProxyServer | undefined;
+  /** The same request once more (req was consumed: an empty stream stands in for its body). */
+  const resend = (req: http.IncomingMessage, res: http.ServerResponse) =>
+    server?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
     // started answering is never cut by it.
@@ -190,8 +192,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         (req as Retriable)[RESENT] = true;
         // The same proxy again (keeping the 401 retry, if any), with an empty stand-in body:
         // the agent has dropped the dead socket, so this goes out on another one.
-        const server = (req as Retriable)[RETRY] !== undefined ? checkedServer : plainServer;
-        server?.web(req, res as http.ServerResponse, { ...base, selfHandleResponse: true, buffer: Readable.from([]) }).catch((again: unknown) => {
+        resend(req, res as http.ServerResponse)?.catch((again: unknown) => {
           options.onError(again instanceof Error ? again : new Error(String(again)), req, res);
         });
         return;
@@ -204,38 +205,19 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     if (proxyReq) deadlines.done(proxyReq);
   };
 
-  // Everything streams through this one.
+  // Everything streams through this one. A body-less request that may be retried carries its
+  // retry (RETRY): its response head is inspected before it is passed on, so a 401 invalid_token
+  // can be answered by one renewal and one retry (SPEC §4). The retry rides on the request
+  // itself, not in a WeakMap keyed by request: a collection keyed per request gets its tables
+  // rehashed into the old generation (see deadlines.ts).
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     selfHandleResponse: true,
     plugins: [
       debugProxyErrorsPlugin,
       proxyEventsPlugin,
-      (server) => {
-        plainServer = server as unknown as ProxyServer;
-      },
-    ],
-    on: {
-      ...on,
-      proxyRes(proxyRes, _req, res) {
-        answered(proxyRes);
-        passThrough(proxyRes, res, isGatewayCookie);
-      },
-    },
-  });
-
-  // Body-less requests that may be retried: the response head is inspected before it is
-  // passed on, so a 401 invalid_token can be answered by one refresh and one retry (SPEC §4).
-  // The retry rides on the request itself, not in a WeakMap keyed by request: a collection
-  // keyed per request gets its tables rehashed into the old generation (see deadlines.ts).
-  const checked = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
-    ...base,
-    selfHandleResponse: true,
-    plugins: [
-      debugProxyErrorsPlugin,
-      proxyEventsPlugin,
-      (server) => {
-        checkedServer = server as unknown as ProxyServer;
+      (instance) => {
+        server = instance as unknown as ProxyServer;
       },
     ],
     on: {
@@ -243,26 +225,26 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
         const pending = (req as Retriable)[RETRY];
-        (req as Retriable)[RETRY] = undefined;
-        if (pending && rejectsToken(proxyRes)) {
-          // The answer is held (not read) until the retry is decided: it may be passed through.
-          pending
-            .retry()
-            .then((credential) => {
-              if (credential === 'pass') return passThrough(proxyRes, res, isGatewayCookie);
-              proxyRes.resume();
-              if (pending.header !== undefined) delete req.headers[pending.header];
-              if (credential) req.headers[credential.header] = credential.value;
-              // req was consumed by the first attempt; an empty stream stands in for its body.
-              return checkedServer?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
-            })
-            .catch((err: unknown) => {
-              proxyRes.resume();
-              options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
-            });
+        if (pending === undefined || !rejectsToken(proxyRes)) {
+          passThrough(proxyRes, res, isGatewayCookie);
           return;
         }
-        passThrough(proxyRes, res, isGatewayCookie);
+        (req as Retriable)[RETRY] = undefined;
+        // The answer is held (not read) until the retry is decided: it may be passed through.
+        pending
+          .retry()
+          .then((credential) => {
+            if (credential === 'pass') return passThrough(proxyRes, res, isGatewayCookie);
+            proxyRes.resume();
+            if (pending.header !== undefined) delete req.headers[pending.header];
+            if (credential) req.headers[credential.header] = credential.value;
+            // req was consumed by the first attempt; an empty stream stands in for its body.
+            return resend(req, res);
+          })
+          .catch((err: unknown) => {
+            proxyRes.resume();
+            options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
+          });
       },
     },
   });
@@ -270,10 +252,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   return {
     forward(req, res, credential, retry) {
       prepareHeaders(req, credential);
-      if (retry && isBodyless(req)) {
-        (req as Retriable)[RETRY] = { retry, header: credential?.header };
-        return checked(req, res);
-      }
+      if (retry && isBodyless(req)) (req as Retriable)[RETRY] = { retry, header: credential?.header };
       return proxy(req, res);
     },
     upgrade(req, socket, head, credential) {
