@@ -1,0 +1,88 @@
+/**
+ * Provider middleware (offline-access consent, request counters) and the events it logs.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KoaContextWithOIDC } from 'oidc-provider';
+import type { Env } from './env.js';
+import { errorMessage, grantHasOfflineAccess, increment, splitScope } from './helpers.js';
+import type { DevIdpCounters } from './types.js';
+
+// oidc-provider's default route; the handler serves the provider at the root of its origin.
+const AUTHORIZATION_PATH = '/auth';
+
+export function installProviderMiddleware(env: Env): void {
+  const { provider } = env;
+  provider.use(async (ctx, next) => {
+    if (ctx.method === 'GET' && ctx.path === AUTHORIZATION_PATH) await askConsentForOfflineAccess(env, ctx);
+    await next();
+    countRequest(env.counters, ctx as unknown as KoaContextWithOIDC);
+  });
+}
+
+/**
+ * oidc-provider v9 silently drops offline_access from an authorization request that does not
+ * carry prompt=consent. Standard clients (the gateway included) do not send it, so the first
+ * time a client asks for offline access the request is turned into a consent request; once
+ * the grant holds offline_access, issueRefreshToken looks at the grant instead.
+ */
+async function askConsentForOfflineAccess(env: Env, ctx: { querystring: string; req: IncomingMessage; res: ServerResponse }): Promise<void> {
+  const query = new URLSearchParams(ctx.querystring);
+  const prompts = splitScope(query.get('prompt'));
+  const clientId = query.get('client_id');
+  if (!splitScope(query.get('scope')).includes('offline_access') || !clientId) return;
+  if (prompts.includes('none') || prompts.includes('consent') || query.has('request') || query.has('request_uri')) return;
+  const client = await env.provider.Client.find(clientId);
+  if (!client?.grantTypeAllowed('refresh_token')) return;
+  if (await offlineAccessAlreadyGranted(env, ctx, clientId)) return;
+  query.set('prompt', [...prompts, 'consent'].join(' '));
+  ctx.querystring = query.toString();
+}
+
+async function offlineAccessAlreadyGranted(env: Env, ctx: { req: IncomingMessage; res: ServerResponse }, clientId: string): Promise<boolean> {
+  const { provider } = env;
+  const session = await provider.Session.get(provider.createContext(ctx.req, ctx.res));
+  const grantId = session.accountId ? session.grantIdFor(clientId) : undefined;
+  return grantId ? grantHasOfflineAccess(await provider.Grant.find(grantId)) : false;
+}
+
+function countRequest(counters: DevIdpCounters, ctx: KoaContextWithOIDC): void {
+  const route = (ctx as { oidc?: { route?: string } }).oidc?.route;
+  if (route === 'token') {
+    const grantType = tokenRequestGrantType(ctx);
+    increment(counters.grants, grantType);
+    if (ctx.status >= 400) increment(counters.grantFailures, grantType);
+  } else if (route === 'revocation') {
+    counters.revocations += 1;
+  } else if (route === 'introspection') {
+    counters.introspections += 1;
+  }
+}
+
+function tokenRequestGrantType(ctx: KoaContextWithOIDC): string {
+  const value = ctx.oidc.params?.grant_type ?? ctx.oidc.body?.grant_type;
+  return typeof value === 'string' ? value : 'unknown';
+}
+
+function clientIdOf(ctx: KoaContextWithOIDC | undefined): string {
+  return ctx?.oidc?.client?.clientId ?? '-';
+}
+
+export function reportProviderEvents(env: Env): void {
+  const { provider, log, counters } = env;
+  provider.on('grant.success', (ctx: KoaContextWithOIDC) => log(`grant.success ${tokenRequestGrantType(ctx)} client=${clientIdOf(ctx)}`));
+  provider.on('grant.error', (ctx: KoaContextWithOIDC, err: unknown) => log(`grant.error ${tokenRequestGrantType(ctx)} client=${clientIdOf(ctx)} ${errorMessage(err)}`));
+  provider.on('grant.revoked', (_ctx: KoaContextWithOIDC, grantId: string) => log(`grant.revoked ${grantId}`));
+  provider.on('authorization.error', (ctx: KoaContextWithOIDC, err: unknown) => log(`authorization.error client=${clientIdOf(ctx)} ${errorMessage(err)}`));
+  provider.on('revocation.error', (ctx: KoaContextWithOIDC, err: unknown) => log(`revocation.error client=${clientIdOf(ctx)} ${errorMessage(err)}`));
+  provider.on('introspection.error', (ctx: KoaContextWithOIDC, err: unknown) => log(`introspection.error client=${clientIdOf(ctx)} ${errorMessage(err)}`));
+  provider.on('end_session.success', (ctx: KoaContextWithOIDC) => log(`end_session.success client=${clientIdOf(ctx)}`));
+  provider.on('end_session.error', (_ctx: KoaContextWithOIDC, err: unknown) => log(`end_session.error ${errorMessage(err)}`));
+  provider.on('backchannel.success', (_ctx: unknown, client: { clientId: string }) => {
+    counters.backchannelLogouts += 1;
+    log(`backchannel.success client=${client.clientId}`);
+  });
+  provider.on('backchannel.error', (_ctx: unknown, err: unknown, client: { clientId: string }) => log(`backchannel.error client=${client.clientId} ${errorMessage(err)}`));
+  provider.on('server_error', (_ctx: unknown, err: unknown) => log(`server_error ${errorMessage(err)}`));
+  // Koa prints unhandled errors to stderr when nobody listens.
+  (provider as unknown as NodeJS.EventEmitter).on('error', (err: unknown) => log(`error ${errorMessage(err)}`));
+}
