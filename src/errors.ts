@@ -13,6 +13,10 @@ export const ERROR_CODES = {
     description: 'This login response does not match a login started in this browser.',
   },
   login_required: { status: 401, description: 'Sign in to continue.' },
+  step_up_required: {
+    status: 401,
+    description: 'This API needs a stronger or more recent sign-in; sign in again to continue.',
+  },
   csrf_check_failed: { status: 403, description: 'The x-csrf header is missing or wrong.' },
   insufficient_scope: {
     status: 403,
@@ -44,7 +48,14 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 export interface ErrorBody {
   error: ErrorCode;
   error_description: string;
+  [field: string]: unknown;
 }
+
+/**
+ * Machine-readable fields some codes add to the body (step_up_required: acr_values, max_age,
+ * loginUrl). Built by the gateway from canonical values, never copied from a request.
+ */
+export type ErrorDetails = Readonly<Record<string, string | number | null>>;
 
 export class GatewayError extends Error {
   override readonly name = 'GatewayError';
@@ -54,10 +65,11 @@ export class GatewayError extends Error {
   readonly description: string;
   /** Extra response headers, e.g. Retry-After for rate_limited. */
   readonly headers: Readonly<Record<string, string>>;
+  readonly details: ErrorDetails | undefined;
 
   constructor(
     code: ErrorCode,
-    options: { cause?: unknown; description?: string; headers?: Record<string, string> } = {},
+    options: { cause?: unknown; description?: string; headers?: Record<string, string>; details?: ErrorDetails } = {},
   ) {
     const entry = ERROR_CODES[code];
     super(options.description ?? entry.description, { cause: options.cause });
@@ -65,9 +77,12 @@ export class GatewayError extends Error {
     this.status = entry.status;
     this.description = options.description ?? entry.description;
     this.headers = options.headers ?? {};
+    this.details = options.details;
   }
 
   toBody(): ErrorBody {
-    return { error: this.code, error_description: this.description };
+    const base = { error: this.code, error_description: this.description };
+    // error and error_description first, and never replaced by a detail.
+    return this.details ? { ...base, ...this.details, ...base } : base;
   }
 }

@@ -4,6 +4,7 @@
  * values live only in config/default.yaml.
  */
 import { z } from 'zod';
+import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
 import { canonicalPath, decodePath } from './canonical-path.js';
 import { parseCidr } from './cidr.js';
 import { isLoopbackHost } from './hosts.js';
@@ -51,6 +52,20 @@ export const routeSchema = z.strictObject({
   websocket: z.boolean().default(false),
   requireSession: z.boolean().default(false),
   apiKey: z.strictObject({ header: headerName, value: z.string().min(1) }).optional(),
+  /**
+   * RFC 9470: the session must have signed in with one of `acr` and/or within `maxAgeSeconds`,
+   * else 401 step_up_required before the upstream is called.
+   */
+  stepUp: z
+    .strictObject({
+      acr: z
+        .array(z.string().refine(isAcrValue, { message: 'must be an acr value of URI characters (no spaces or quotes), at most 200 long' }))
+        .min(1)
+        .max(MAX_ACR_VALUES)
+        .optional(),
+      maxAgeSeconds: z.number().int().min(0).max(MAX_AGE_LIMIT_SECONDS).optional(),
+    })
+    .optional(),
 });
 
 export const configSchema = z
@@ -93,6 +108,13 @@ export const configSchema = z
       scopes: z.array(z.string().min(1)).min(1).default(['openid']),
       extraAuthParams: z.record(z.string(), z.string()).default({}),
       postLogoutRedirectPath: routePath.default('/'),
+      /**
+       * RFC 9126. auto: when the provider advertises a PAR endpoint (and always when it says
+       * require_pushed_authorization_requests); always: every login (a provider without the
+       * endpoint fails the login with 503); never: not even when the provider requires it (then
+       * the login fails with 503 rather than at the provider's page).
+       */
+      pushedAuthorizationRequests: z.enum(['auto', 'always', 'never']).default('auto'),
       idTokenSigningAlgs: z
         .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
         .min(1)
@@ -211,6 +233,10 @@ export const configSchema = z
       }
       if (route.auth === 'apiKey' && !route.apiKey) issue(['routes', i, 'apiKey'], 'is required when auth is apiKey');
       if (route.auth !== 'apiKey' && route.apiKey) issue(['routes', i, 'apiKey'], 'is only allowed when auth is apiKey');
+      if (route.stepUp && route.auth !== 'user') issue(['routes', i, 'stepUp'], 'needs auth: user (a signed-in session to judge)');
+      if (route.stepUp && route.stepUp.acr === undefined && route.stepUp.maxAgeSeconds === undefined) {
+        issue(['routes', i, 'stepUp'], 'must set acr, maxAgeSeconds or both');
+      }
       if (route.scopes.length > 0 && route.auth === 'none') {
         issue(['routes', i, 'scopes'], 'has no effect when auth is none');
       }

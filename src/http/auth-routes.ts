@@ -9,6 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { describeProviderError } from '../oidc/errors.js';
+import { askedOf } from '../oidc/authorization-request.js';
 import { completeAuthorization, endSessionUrl, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
@@ -18,6 +19,7 @@ import type { SessionRegistry } from '../session/registry.js';
 import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
+import { parseLoginQuery } from './login-params.js';
 import { queryParam } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
 import {
@@ -91,11 +93,13 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   ];
 
   async function login(req: Request, res: Response): Promise<void> {
-    const returnTo = queryParam(req, 'returnTo', 2048) ?? '/';
+    const query = parseLoginQuery(req.query as Record<string, unknown>);
+    const returnTo = query.returnTo ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
     await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
     await admitLogin();
-    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources);
+    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources, query.params);
+    const asked = askedOf(query.params);
     // Noted now, ended at the callback: see LoginTransaction.previousSession.
     const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
     const binding = randomBytes(32).toString('base64url');
@@ -108,6 +112,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
         binding: digest(binding),
         createdAt: clock(),
         ...(previousSession ? { previousSession } : {}),
+        ...(asked.acrValues || asked.maxAge !== undefined ? { asked } : {}),
       }),
     );
     metrics.loginTransactions.inc({ outcome: 'started' });
@@ -193,6 +198,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       claims: visibleClaims(claims),
       scopes: signIn.scopes,
       createdAt: clock(),
+      ...signIn.authentication,
       ...(req.headers['user-agent'] ? { userAgent: truncate(req.headers['user-agent'], 256) } : {}),
     };
     req.session.auth = auth;
@@ -213,6 +219,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       claims: auth.claims,
       scopes: auth.scopes,
       sessionExpiresAt: new Date(Math.min(absoluteEnd, idleEnd)).toISOString(),
+      acr: auth.acr ?? null,
+      authTime: auth.authTime !== undefined ? new Date(auth.authTime * 1000).toISOString() : null,
     });
   }
 

@@ -23,7 +23,8 @@ import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
-import { clearSessionCookie, createSessionReader } from './session-cookie.js';
+import { clearSessionCookie, createCookieVerifier, createSessionReader } from './session-cookie.js';
+import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {
   /** Serves the request when its path is under a route and returns true; false otherwise. */
@@ -36,6 +37,8 @@ export interface ProxyHooks {
   fail(req: IncomingMessage, res: ServerResponse, err: unknown): void;
   /** Request metrics, under the route's path. */
   meter(req: IncomingMessage, res: ServerResponse, label: string): void;
+  /** Told of each 401 step_up_required (RFC 9470), e.g. to send `step-up-required` on /auth/events. */
+  stepUpRequired?: StepUpListener;
 }
 
 /**
@@ -66,6 +69,16 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     refusals: runtime.refusals,
   });
 
+  const verifyCookie = createCookieVerifier(sessionCookie, config.session.secrets);
+  const stepUp = createStepUp({
+    config,
+    clock: runtime.clock,
+    sessionDigestOf: (req) => verifyCookie(req.headers.cookie)?.digest,
+    ...(hooks.stepUpRequired ? { listener: hooks.stepUpRequired } : {}),
+  });
+  // An upstream's step-up challenge concerns the user's sign-in: mapped on user routes only.
+  const mapsStepUp = (route: CompiledRoute) => route.auth === 'user' || route.auth === 'user-optional';
+
   const upstreams = new Map<string, Upstream>(
     routes.map((route) => [
       route.path,
@@ -75,6 +88,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
         stripRequestHeaders: config.server.stripRequestHeaders,
         publicUrl: new URL(config.server.publicUrl),
         isGatewayCookie,
+        ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header) } : {}),
         onError(err, req, res) {
           // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
           // not from the upstream.
@@ -100,6 +114,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     records: runtime.records,
     logger,
     metrics,
+    checkStepUp: stepUp.checkRoute,
   });
   runtime.onClose(() => {
     websockets.close();
@@ -109,6 +124,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {
     const session = needsSession(route) ? await readSession(req) : undefined;
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
+    stepUp.checkRoute(req, route, session);
     const guarded = async <T,>(resolve: () => Promise<T>): Promise<T> => {
       try {
         return await resolve();

@@ -16,7 +16,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
-import type { RouteMatcher } from '../proxy/routes.js';
+import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import type { SessionRecords } from '../session/records.js';
 
@@ -31,6 +31,8 @@ export interface WebSocketDeps {
   records: SessionRecords;
   logger: Logger;
   metrics: Metrics;
+  /** A route's stepUp (RFC 9470), judged on the handshake as on any call; default: none judged. */
+  checkStepUp?: (req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined) => void;
   /** How often open sockets' sessions are re-checked. */
   sweepIntervalMs?: number;
 }
@@ -94,6 +96,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
+    deps.checkStepUp?.(req, route, session);
     const credential = await deps.resolveCredential(route, session);
     if (session?.tokens) track(session.digest, socket, route.path);
     // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.

@@ -6,6 +6,8 @@ import * as oidc from 'openid-client';
 import type { OidcConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
 import { fromCallbackError, fromClientCredentialsError, fromRefreshError } from './errors.js';
+import { authorizationUrl, loginParameters, usePushedRequest, type AuthenticationAsked, type LoginParams } from './authorization-request.js';
+import { checkAuthentication, type Authentication } from './authentication-checks.js';
 import { verifyIdToken } from './id-token.js';
 import type { ProviderState } from './client.js';
 
@@ -29,6 +31,8 @@ export interface SignIn {
   tokens: GrantedTokens;
   claims: Record<string, unknown> & { sub: string; iss: string; sid?: string };
   scopes: string[];
+  /** The ID token's acr / auth_time, checked against what was asked. */
+  authentication: Authentication;
 }
 
 /** Milliseconds since the epoch; injected so expiry can be tested without waiting. */
@@ -59,11 +63,13 @@ export async function startAuthorization(
   cfg: OidcConfig,
   redirectUri: string,
   resources: readonly string[] = [],
+  login: LoginParams = {},
 ): Promise<AuthorizationRequest> {
+  const pushed = usePushedRequest(cfg.pushedAuthorizationRequests, provider.metadata);
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
   const nonce = oidc.randomNonce();
-  const params = new URLSearchParams(cfg.extraAuthParams);
+  const params = new URLSearchParams({ ...cfg.extraAuthParams, ...loginParameters(login, provider.metadata, cfg) });
   for (const [name, value] of Object.entries({
     response_type: 'code',
     scope: cfg.scopes.join(' '),
@@ -76,14 +82,14 @@ export async function startAuthorization(
     params.set(name, value);
   }
   for (const resource of resources) params.append('resource', resource);
-  return { url: oidc.buildAuthorizationUrl(provider.configuration, params).href, state, nonce, codeVerifier };
+  return { url: await authorizationUrl(provider.configuration, params, pushed), state, nonce, codeVerifier };
 }
 
 export async function completeAuthorization(
   provider: ProviderState,
   cfg: OidcConfig,
   callbackUrl: URL,
-  tx: { state: string; nonce: string; codeVerifier: string },
+  tx: { state: string; nonce: string; codeVerifier: string; asked?: AuthenticationAsked },
   clock: Clock = Date.now,
 ): Promise<SignIn> {
   try {
@@ -102,8 +108,9 @@ export async function completeAuthorization(
       algorithms: cfg.idTokenSigningAlgs,
       clockToleranceSeconds: cfg.clockToleranceSeconds,
     });
+    const authentication = checkAuthentication(payload, tx.asked, Math.floor(clock() / 1000), cfg.clockToleranceSeconds);
     const tokens = granted(response, clock);
-    return { tokens, claims: payload as SignIn['claims'], scopes: grantedScopes(cfg.scopes, tokens) };
+    return { tokens, claims: payload as SignIn['claims'], scopes: grantedScopes(cfg.scopes, tokens), authentication };
   } catch (err) {
     throw fromCallbackError(err);
   }

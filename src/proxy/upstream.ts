@@ -32,6 +32,12 @@ export interface UpstreamOptions {
   isGatewayCookie: (name: string) => boolean;
   /** Called when the upstream could not be reached or did not answer in time. */
   onError: (err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) => void;
+  /**
+   * RFC 9470: given an upstream 401's WWW-Authenticate, the error to answer instead (an
+   * insufficient_user_authentication challenge), or undefined to pass the 401 on. Then the
+   * upstream's answer is discarded unread: neither its headers nor its body reach the browser.
+   */
+  stepUp?: (req: http.IncomingMessage, wwwAuthenticate: string | undefined) => Error | undefined;
 }
 
 /** Credentials for one proxied request: the header to set, decided before forwarding. */
@@ -224,6 +230,15 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       ...on,
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
+        if (proxyRes.statusCode === 401 && options.stepUp) {
+          const stepUp = options.stepUp(req, proxyRes.headers['www-authenticate']);
+          if (stepUp) {
+            (req as Retriable)[RETRY] = undefined;
+            proxyRes.resume();
+            options.onError(stepUp, req, res);
+            return;
+          }
+        }
         const pending = (req as Retriable)[RETRY];
         if (pending === undefined || !rejectsToken(proxyRes)) {
           passThrough(proxyRes, res, isGatewayCookie);

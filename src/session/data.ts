@@ -12,6 +12,10 @@ export interface AuthData {
   /** Epoch milliseconds of sign-in (the absolute timeout counts from here). */
   createdAt: number;
   userAgent?: string;
+  /** The ID token's `acr` at sign-in (RFC 9470 step-up is judged on it); absent in 0.4.0 records. */
+  acr?: string;
+  /** The ID token's `auth_time`, epoch seconds; absent in 0.4.0 records. */
+  authTime?: number;
 }
 
 /** Sealed token set plus its version, as stored. `sealed` is '' once the tokens are dropped. */

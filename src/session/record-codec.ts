@@ -89,7 +89,10 @@ export function parseAuth(json: string): AuthData | undefined {
     isStringArray(a.scopes) &&
     typeof a.createdAt === 'number' &&
     Number.isFinite(a.createdAt) &&
-    (a.userAgent === undefined || typeof a.userAgent === 'string');
+    (a.userAgent === undefined || typeof a.userAgent === 'string') &&
+    // Optional: records written before step-up (0.4.0) have neither and still read.
+    (a.acr === undefined || typeof a.acr === 'string') &&
+    (a.authTime === undefined || (typeof a.authTime === 'number' && Number.isFinite(a.authTime)));
   return ok ? (a as unknown as AuthData) : undefined;
 }
 

@@ -22,6 +22,11 @@ export interface LoginTransaction {
    * cross-site navigation, on which a SameSite=Strict session cookie is not sent.
    */
   previousSession?: string;
+  /**
+   * What the login asked of the authentication (acr_values, max_age), which the callback checks
+   * the ID token against (OIDC Core §3.1.3.7). Sealed with the rest.
+   */
+  asked?: { acrValues?: string[]; maxAge?: number };
 }
 
 /** How full the set of login transactions is: for the global cap on logins in progress. */

@@ -1,0 +1,72 @@
+/**
+ * The query of GET /auth/login, parsed once into canonical values (SPEC §3): `returnTo` and the
+ * allow-listed login parameters the SPA may pass to the provider. Anything else (an unknown
+ * name, a repeated one, a value out of its syntax) is 400 invalid_request: nothing the browser
+ * writes reaches the provider unless it is named and checked here. Pure: no Express.
+ */
+import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from '../config/auth-params.js';
+import { GatewayError } from '../errors.js';
+import { PROMPT_VALUES, type LoginParams, type PromptValue } from '../oidc/authorization-request.js';
+
+export interface LoginQuery {
+  /** Not yet judged: return-to.ts does that. */
+  returnTo: string | undefined;
+  params: LoginParams;
+}
+
+const KNOWN = new Set(['returnTo', 'prompt', 'login_hint', 'ui_locales', 'acr_values', 'max_age']);
+
+/** No control characters, whitespace, quotes, angle brackets or backslashes; an email or an opaque id fits. */
+const LOGIN_HINT = /^[^\u0000-\u0020\u007f-\u009f"'<>\\]{1,256}$/u;
+/** BCP 47 tag shape (RFC 5646 §2.1, loosely): letters, then `-`-separated alphanumeric subtags. */
+const LOCALE = /^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8}){0,7}$/;
+const MAX_LOCALES = 10;
+const MAX_AGE = /^(0|[1-9][0-9]{0,8})$/;
+
+const bad = (name: string, expected: string) =>
+  new GatewayError('invalid_request', { description: `The ${name} parameter is malformed: ${expected}.` });
+
+/** Space-separated tokens, single spaces, each passing `ok`; duplicates dropped. */
+function tokens(value: string, name: string, max: number, ok: (t: string) => boolean, expected: string): string[] {
+  const list = value.split(' ');
+  if (list.length > max || !list.every((t) => t.length > 0 && ok(t))) throw bad(name, expected);
+  return [...new Set(list)];
+}
+
+function parsePrompt(value: string): PromptValue[] {
+  const list = tokens(value, 'prompt', PROMPT_VALUES.length, (t) => (PROMPT_VALUES as readonly string[]).includes(t), 'none, login, consent, select_account or create');
+  // OIDC Core §3.1.2.1: none with any other value is an error.
+  if (list.includes('none') && list.length > 1) throw bad('prompt', 'none stands alone');
+  return list as PromptValue[];
+}
+
+export function parseLoginQuery(query: Readonly<Record<string, unknown>>): LoginQuery {
+  const strings: Record<string, string> = {};
+  for (const [name, value] of Object.entries(query)) {
+    if (!KNOWN.has(name)) {
+      throw new GatewayError('invalid_request', { description: 'Only returnTo, prompt, login_hint, ui_locales, acr_values and max_age are accepted.' });
+    }
+    // Repeated (`a=1&a=2`) or nested (`a[b]=`) parameters are arrays or objects here.
+    if (typeof value !== 'string') throw bad(name, 'given once, as a plain value');
+    strings[name] = value;
+  }
+  const params: LoginParams = {};
+  if (strings.prompt !== undefined) params.prompt = parsePrompt(strings.prompt);
+  if (strings.login_hint !== undefined) {
+    if (!LOGIN_HINT.test(strings.login_hint)) throw bad('login_hint', 'at most 256 visible characters without quotes or brackets');
+    params.loginHint = strings.login_hint;
+  }
+  if (strings.ui_locales !== undefined) {
+    params.uiLocales = tokens(strings.ui_locales, 'ui_locales', MAX_LOCALES, (t) => LOCALE.test(t), 'space-separated language tags');
+  }
+  if (strings.acr_values !== undefined) {
+    params.acrValues = tokens(strings.acr_values, 'acr_values', MAX_ACR_VALUES, isAcrValue, `at most ${MAX_ACR_VALUES} space-separated values of URI characters`);
+  }
+  if (strings.max_age !== undefined) {
+    const seconds = MAX_AGE.test(strings.max_age) ? Number(strings.max_age) : Number.NaN;
+    if (!(seconds <= MAX_AGE_LIMIT_SECONDS)) throw bad('max_age', `a whole number of seconds from 0 to ${MAX_AGE_LIMIT_SECONDS}`);
+    params.maxAge = seconds;
+  }
+  if (strings.returnTo !== undefined && strings.returnTo.length > 2048) throw new GatewayError('invalid_return_to');
+  return { returnTo: strings.returnTo, params };
+}

@@ -1,0 +1,68 @@
+/**
+ * The HTTP side of step-up (RFC 9470): a route's `stepUp` judged before the upstream is called,
+ * and an upstream's insufficient_user_authentication challenge, both answered 401
+ * step_up_required with a ready `loginUrl` (proxy/step-up.ts).
+ *
+ * The loginUrl's `returnTo` is the page the call came from when the browser says so (a
+ * same-origin `Referer` whose path passes the returnTo rules), else `/`. The SPA may put its own
+ * path in instead: /auth/login judges returnTo again either way.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Config } from '../config/load.js';
+import type { GatewayError } from '../errors.js';
+import { stepUpChallenge, stepUpRequired, unmetStepUp, upstreamStepUp, type StepUpAsk, type StepUpChallenge } from '../proxy/step-up.js';
+import type { CompiledRoute } from '../proxy/routes.js';
+import type { LoadedSession } from '../proxy/bearer.js';
+import { isSameOriginRelativePath } from './return-to.js';
+
+/** Told of every step_up_required the gateway answers (e.g. for /auth/events); default: nobody. */
+export type StepUpListener = (event: { sessionDigest: string | undefined; challenge: StepUpChallenge }) => void;
+
+export interface StepUp {
+  /** Throws 401 step_up_required when the route has a `stepUp` the session does not meet. */
+  checkRoute(req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined): void;
+  /** The error for an upstream 401 with an insufficient_user_authentication challenge, else undefined. */
+  fromUpstream(req: IncomingMessage, wwwAuthenticate: string | readonly string[] | undefined): GatewayError | undefined;
+}
+
+export interface StepUpDeps {
+  config: Config;
+  clock: () => number;
+  /** The session digest of a request's cookie (no Redis): for the listener, on the rare upstream challenge. */
+  sessionDigestOf: (req: IncomingMessage) => string | undefined;
+  listener?: StepUpListener;
+}
+
+export function returnToFrom(referer: string | undefined, publicOrigin: string): string {
+  const url = referer !== undefined && referer.length <= 4096 ? URL.parse(referer) : null;
+  if (!url || url.origin !== publicOrigin) return '/';
+  const path = `${url.pathname}${url.search}`;
+  return isSameOriginRelativePath(path) ? path : '/';
+}
+
+export function createStepUp(deps: StepUpDeps): StepUp {
+  const { config, clock } = deps;
+  const listener = deps.listener ?? (() => {});
+  const { authPath } = config.server;
+  const tolerance = config.oidc.clockToleranceSeconds;
+
+  function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined): GatewayError {
+    const challenge = stepUpChallenge(ask, authPath, returnToFrom(req.headers.referer, config.derived.publicOrigin));
+    listener({ sessionDigest, challenge });
+    return stepUpRequired(challenge);
+  }
+
+  return {
+    checkRoute(req, route, session) {
+      // A route without stepUp costs this one property read.
+      // Without a signed-in session with tokens, the credential step answers login_required.
+      if (!route.stepUp || !session?.auth || !session.tokens?.sealed) return;
+      const ask = unmetStepUp(route.stepUp, session.auth, Math.floor(clock() / 1000), tolerance);
+      if (ask) throw required(req, ask, session.digest);
+    },
+    fromUpstream(req, wwwAuthenticate) {
+      const ask = upstreamStepUp(wwwAuthenticate);
+      return ask ? required(req, ask, deps.sessionDigestOf(req)) : undefined;
+    },
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * OIDC Core §3.1.3.7 steps 12–13, as the gateway applies them: what the ID token says about the
+ * authentication (`acr`, `auth_time`) is checked against what the authorization request asked
+ * for, before any session exists. Pure: the clock is passed in.
+ */
+import { GatewayError } from '../errors.js';
+import type { AuthenticationAsked } from './authorization-request.js';
+
+/** The authentication a session records (and /auth/user shows). */
+export interface Authentication {
+  acr?: string;
+  /** Epoch seconds (the ID token's `auth_time`). */
+  authTime?: number;
+}
+
+const refused = (cause: string) =>
+  new GatewayError('invalid_request', {
+    cause: new Error(cause),
+    description: 'The sign-in did not meet the requested authentication level or freshness; start again.',
+  });
+
+/**
+ * The ID token's `acr` and `auth_time` (when well-formed), after checking them against `asked`:
+ * - acr values asked: `acr` must be one of them (the gateway asks them as essential);
+ * - max_age asked: `auth_time` is then REQUIRED (Core §3.1.2.1) and must be no older than
+ *   max_age, and not in the future, each with the clock tolerance.
+ */
+export function checkAuthentication(
+  claims: Readonly<Record<string, unknown>>,
+  asked: AuthenticationAsked | undefined,
+  nowSeconds: number,
+  toleranceSeconds: number,
+): Authentication {
+  const acr = typeof claims.acr === 'string' && claims.acr.length > 0 ? claims.acr : undefined;
+  const authTime = typeof claims.auth_time === 'number' && Number.isInteger(claims.auth_time) && claims.auth_time > 0 ? claims.auth_time : undefined;
+  if (asked?.acrValues?.length && (acr === undefined || !asked.acrValues.includes(acr))) {
+    throw refused('the ID token acr is not one of the requested acr_values');
+  }
+  if (asked?.maxAge !== undefined) {
+    if (authTime === undefined) throw refused('max_age was requested but the ID token has no auth_time');
+    if (authTime + asked.maxAge + toleranceSeconds < nowSeconds) throw refused('the ID token auth_time is older than max_age');
+    if (authTime > nowSeconds + toleranceSeconds) throw refused('the ID token auth_time is in the future');
+  }
+  return { ...(acr !== undefined ? { acr } : {}), ...(authTime !== undefined ? { authTime } : {}) };
+}

@@ -1,0 +1,113 @@
+/**
+ * What the authorization request carries besides the protocol basics (flows.ts): the login
+ * parameters the SPA may pass through (OIDC Core §3.1.2.1, RFC 9470 §4), and how the request
+ * reaches the provider: in the browser's URL, or pushed first (RFC 9126) so that the URL holds
+ * only `client_id` and `request_uri`.
+ */
+import * as oidc from 'openid-client';
+import type { OidcConfig } from '../config/schema.js';
+import { GatewayError } from '../errors.js';
+
+/** OIDC Core §3.1.2.1 prompt values, plus `create` (Initiating User Registration 1.0). */
+export const PROMPT_VALUES = ['none', 'login', 'consent', 'select_account', 'create'] as const;
+export type PromptValue = (typeof PROMPT_VALUES)[number];
+
+/** Login parameters from the SPA, already validated (http/login-params.ts): canonical values. */
+export interface LoginParams {
+  prompt?: readonly PromptValue[];
+  loginHint?: string;
+  uiLocales?: readonly string[];
+  acrValues?: readonly string[];
+  /** Seconds. */
+  maxAge?: number;
+}
+
+/** What the callback must find in the ID token, because the request asked for it. */
+export interface AuthenticationAsked {
+  /** The ID token's `acr` must be one of these (asked as essential). */
+  acrValues?: string[];
+  /** The ID token's `auth_time` must be present and no older than this many seconds. */
+  maxAge?: number;
+}
+
+export function askedOf(params: LoginParams): AuthenticationAsked {
+  return {
+    ...(params.acrValues?.length ? { acrValues: [...params.acrValues] } : {}),
+    ...(params.maxAge !== undefined ? { maxAge: params.maxAge } : {}),
+  };
+}
+
+/**
+ * The authorization parameters for `params`. They replace extraAuthParams of the same name: the
+ * config's values are defaults, and a requirement that must hold is a route's `stepUp`, which
+ * is judged on the session, not on what was asked.
+ *
+ * `acr_values` alone is a voluntary claim (OIDC Core §5.5.1.1): a provider may ignore it. The
+ * gateway treats the SPA's acr values as essential (the callback refuses any other `acr`), and
+ * tells the provider so with the `claims` parameter when it supports one, so that it prompts
+ * for a stronger authentication instead of answering with a weaker one.
+ */
+export function loginParameters(params: LoginParams, metadata: Readonly<oidc.ServerMetadata>, cfg: OidcConfig): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (params.prompt?.length) {
+    if (params.prompt.includes('create') && !(metadata.prompt_values_supported as unknown[] | undefined)?.includes('create')) {
+      throw new GatewayError('invalid_request', { description: 'The provider does not offer prompt=create.' });
+    }
+    out.prompt = params.prompt.join(' ');
+  }
+  if (params.loginHint !== undefined) out.login_hint = params.loginHint;
+  if (params.uiLocales?.length) out.ui_locales = params.uiLocales.join(' ');
+  if (params.maxAge !== undefined) out.max_age = String(params.maxAge);
+  if (params.acrValues?.length) {
+    out.acr_values = params.acrValues.join(' ');
+    if (metadata.claims_parameter_supported === true && cfg.extraAuthParams.claims === undefined) {
+      out.claims = JSON.stringify({ id_token: { acr: { essential: true, values: params.acrValues } } });
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether this login is pushed (RFC 9126 §5): `auto` follows the provider's metadata. A mode the
+ * provider cannot serve fails the login with 503 and a sentence for operators, rather than
+ * sending the browser to a provider error page.
+ */
+export function usePushedRequest(mode: OidcConfig['pushedAuthorizationRequests'], metadata: Readonly<oidc.ServerMetadata>): boolean {
+  const offered = typeof metadata.pushed_authorization_request_endpoint === 'string';
+  const required = metadata.require_pushed_authorization_requests === true;
+  if (mode === 'always' && !offered) {
+    throw new GatewayError('provider_unavailable', {
+      description: 'The identity provider offers no pushed authorization requests, which this gateway is configured to use.',
+    });
+  }
+  if (mode === 'never' && required) {
+    throw new GatewayError('provider_unavailable', {
+      description: 'The identity provider requires pushed authorization requests, which this gateway is configured not to use.',
+    });
+  }
+  return mode === 'always' || (mode === 'auto' && (offered || required));
+}
+
+/**
+ * The URL to send the browser to. Pushed: the whole request goes to the PAR endpoint with the
+ * client's authentication, and the URL carries only `client_id` and `request_uri`.
+ */
+export async function authorizationUrl(configuration: oidc.Configuration, params: URLSearchParams, pushed: boolean): Promise<string> {
+  if (!pushed) return oidc.buildAuthorizationUrl(configuration, params).href;
+  try {
+    return (await oidc.buildAuthorizationUrlWithPAR(configuration, params)).href;
+  } catch (err) {
+    throw fromPushError(err);
+  }
+}
+
+/**
+ * A refused push (RFC 9126 §2.3: e.g. invalid_request for a parameter the provider will not
+ * take) is the request's fault: 400. Anything else (network, timeout, 5xx) is the provider's.
+ */
+function fromPushError(err: unknown): GatewayError {
+  if (err instanceof oidc.ResponseBodyError && err.status >= 400 && err.status < 500 && err.error !== 'invalid_client') {
+    return new GatewayError('invalid_request', { cause: err, description: 'The identity provider refused this sign-in request.' });
+  }
+  return new GatewayError('provider_unavailable', { cause: err });
+}
