@@ -56,6 +56,7 @@ export async function createDevIdp(options: DevIdpOptions): Promise<DevIdp> {
     scopeWords: { ...collectResourceScopeWords(options), ...options.scopes },
     accountSessions: new Map(),
     jwtRecords,
+    secondFactors: new Map(),
     log,
   };
   installProviderMiddleware(env);

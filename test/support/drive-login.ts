@@ -10,6 +10,8 @@ export interface ProviderLoginOptions {
   user?: string;
   password?: string;
   consent?: 'approve' | 'deny';
+  /** The code to type on a second-factor page; default: the one the page shows. */
+  otp?: string;
 }
 
 export interface SignInOptions extends ProviderLoginOptions {
@@ -169,6 +171,13 @@ async function followAtProvider(state: ProviderState, response: BrowserResponse)
 
 async function answerPage(state: ProviderState, page: BrowserResponse, opts: ProviderLoginOptions): Promise<BrowserResponse> {
   const forms = parseForms(page.text, page.url);
+  // The development provider's second factor (step-up): the code is shown on the page.
+  const otp = forms.find((f) => f.method === 'POST' && 'otp' in f.fields);
+  if (otp) {
+    const code = /id="otp-code">(\d{6})</.exec(page.text)?.[1];
+    if (!code) throw new Error(`second-factor page without a code: ${describePage(page)}`);
+    return submit(state, otp.action, { ...otp.fields, otp: opts.otp ?? code });
+  }
   const login = forms.find(isLoginForm);
   if (login) {
     if (state.loginAttempts > 0) throw new Error(`sign-in at the provider failed: ${describePage(page)}`);

@@ -10,6 +10,7 @@ import { toAccount } from './accounts.js';
 import { grantHasOfflineAccess, splitScope } from './helpers.js';
 import { messagePage, pageHeaders, renderPage } from './html.js';
 import { recordJwt, type JwtRecord } from './jwt-access-tokens.js';
+import { ACR } from './second-factor.js';
 import type { DevStore } from './store.js';
 import type { DevClient, DevIdpOptions, DevTtl, DevUser } from './types.js';
 
@@ -84,6 +85,8 @@ export function buildConfiguration(input: ConfigInput): Configuration {
     },
     scopes: staticScopes(options),
     subjectTypes: ['public'],
+    // Step-up (second-factor.ts): a password yields the first, a password and a code the second.
+    acrValues: [ACR.password, ACR.mfa],
     responseTypes: ['code'],
     pkce: { required: () => true },
     clockTolerance: options.clockTolerance ?? 5,
@@ -127,6 +130,12 @@ export function buildConfiguration(input: ConfigInput): Configuration {
       clientCredentials: { enabled: true },
       userinfo: { enabled: true },
       rpInitiatedLogout: { enabled: true, logoutSource, postLogoutSuccessSource },
+      // Step-up: an essential acr in the claims parameter makes the login prompt come back.
+      claimsParameter: { enabled: true },
+      pushedAuthorizationRequests: {
+        enabled: (options.pushedAuthorizationRequests ?? 'off') !== 'off',
+        requirePushedAuthorizationRequests: options.pushedAuthorizationRequests === 'required',
+      },
       resourceIndicators: {
         enabled: true,
         getResourceServerInfo: (_ctx, indicator) => resourceServerInfo(options, indicator),

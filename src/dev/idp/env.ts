@@ -4,6 +4,7 @@
 import type Provider from 'oidc-provider';
 import type { JWK } from 'jose';
 import type { JwtRecord } from './jwt-access-tokens.js';
+import type { PendingSecondFactor } from './second-factor.js';
 import type { DevStore } from './store.js';
 import type { DevIdpCounters, DevIdpOptions, DevTtl, DevUser } from './types.js';
 
@@ -23,5 +24,7 @@ export interface Env {
   scopeWords: Record<string, string>;
   accountSessions: Map<string, AccountSession>;
   jwtRecords: Map<string, JwtRecord>;
+  /** One-time codes by interaction uid (second-factor.ts). */
+  secondFactors: Map<string, PendingSecondFactor>;
   log: (line: string) => void;
 }

@@ -8,6 +8,7 @@ import type { Env } from './env.js';
 import { splitScope, stringArray, stringArrayRecord } from './helpers.js';
 import { consentPage, escapeHtml, loginPage, messagePage, scopeWords, sendPage } from './html.js';
 import { readForm } from './http.js';
+import { ACR, startSecondFactor, submitSecondFactor, wantsSecondFactor } from './second-factor.js';
 
 /**
  * The interaction cookie (scoped to /interaction/<uid>) must name the same interaction as the
@@ -76,8 +77,19 @@ export async function submitLogin(env: Env, req: IncomingMessage, res: ServerRes
   const login = form.get('login') ?? '';
   const user = authenticate(env.users, login, form.get('password') ?? '');
   if (!user) return renderLogin(env, res, details, 401, 'Wrong username or password.', login);
+  if (wantsSecondFactor(details)) return startSecondFactor(env, res, details.uid, user.id);
   env.log(`login account=${user.id}`);
-  await env.provider.interactionFinished(req, res, { login: { accountId: user.id } }, { mergeWithLastSubmission: false });
+  await env.provider.interactionFinished(req, res, { login: { accountId: user.id, acr: ACR.password, amr: ['pwd'] } }, { mergeWithLastSubmission: false });
+}
+
+/** The one-time code of a step-up sign-in (second-factor.ts); expired or used up: the login page again. */
+export async function submitOtp(env: Env, req: IncomingMessage, res: ServerResponse, uid: string): Promise<void> {
+  const details = await loadInteraction(env, req, res, uid);
+  if (!details) return;
+  if (details.prompt.name !== 'login') return showInteraction(env, req, res, uid);
+  if (!(await submitSecondFactor(env, req, res, details))) {
+    return renderLogin(env, res, details, 401, 'The one-time code expired or was wrong too often; sign in again.');
+  }
 }
 
 export async function submitConsent(env: Env, req: IncomingMessage, res: ServerResponse, uid: string): Promise<void> {

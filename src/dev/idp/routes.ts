@@ -7,10 +7,10 @@ import type { Env } from './env.js';
 import { errorMessage } from './helpers.js';
 import { escapeHtml, messagePage, renderPage, sendPage, type RenderedPage } from './html.js';
 import { FormError } from './http.js';
-import { abortInteraction, showInteraction, submitConsent, submitLogin } from './interactions.js';
+import { abortInteraction, showInteraction, submitConsent, submitLogin, submitOtp } from './interactions.js';
 import type { DevIdp } from './types.js';
 
-const INTERACTION_ROUTE = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm|abort))?$/;
+const INTERACTION_ROUTE = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|otp|confirm|abort))?$/;
 
 export async function route(env: Env, req: IncomingMessage, res: ServerResponse, providerCallback: DevIdp['handler']): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://dev-idp.invalid');
@@ -30,6 +30,7 @@ async function interactionRoute(env: Env, req: IncomingMessage, res: ServerRespo
   if (action === undefined && method === 'GET') return showInteraction(env, req, res, uid);
   if (action !== undefined && method === 'POST') {
     if (action === 'login') return submitLogin(env, req, res, uid);
+    if (action === 'otp') return submitOtp(env, req, res, uid);
     if (action === 'confirm') return submitConsent(env, req, res, uid);
     return abortInteraction(env, req, res, uid);
   }

@@ -70,6 +70,11 @@ export interface DevIdpOptions {
    * grant, so they are neither granted nor asked for again. Default: none.
    */
   declinedScopes?: string[];
+  /**
+   * RFC 9126 pushed authorization requests: off (not advertised, the default, so that tests
+   * see the parameters in the browser's URL unless they ask), offered, or required.
+   */
+  pushedAuthorizationRequests?: 'off' | 'offered' | 'required';
 }
 
 export interface DevIdpCounters {
