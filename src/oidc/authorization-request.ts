@@ -42,10 +42,12 @@ export function askedOf(params: LoginParams): AuthenticationAsked {
  * config's values are defaults, and a requirement that must hold is a route's `stepUp`, which
  * is judged on the session, not on what was asked.
  *
- * `acr_values` alone is a voluntary claim (OIDC Core §5.5.1.1): a provider may ignore it. The
- * gateway treats the SPA's acr values as essential (the callback refuses any other `acr`), and
- * tells the provider so with the `claims` parameter when it supports one, so that it prompts
- * for a stronger authentication instead of answering with a weaker one.
+ * `acr_values` is a voluntary claim (OIDC Core §3.1.2.1): a provider may answer with another
+ * acr. The gateway treats the SPA's acr values as essential (the callback refuses any other
+ * `acr`), and when the provider supports the `claims` parameter it asks that way instead
+ * (`{"id_token":{"acr":{"essential":true,"values":[...]}}}`, §5.5.1.1), so that the provider
+ * prompts for a stronger authentication rather than answering with a weaker one. Not both:
+ * oidc-provider lets `acr_values` replace the essential request with a voluntary one.
  */
 export function loginParameters(params: LoginParams, metadata: Readonly<oidc.ServerMetadata>, cfg: OidcConfig): Record<string, string> {
   const out: Record<string, string> = {};
@@ -59,9 +61,10 @@ export function loginParameters(params: LoginParams, metadata: Readonly<oidc.Ser
   if (params.uiLocales?.length) out.ui_locales = params.uiLocales.join(' ');
   if (params.maxAge !== undefined) out.max_age = String(params.maxAge);
   if (params.acrValues?.length) {
-    out.acr_values = params.acrValues.join(' ');
     if (metadata.claims_parameter_supported === true && cfg.extraAuthParams.claims === undefined) {
       out.claims = JSON.stringify({ id_token: { acr: { essential: true, values: params.acrValues } } });
+    } else {
+      out.acr_values = params.acrValues.join(' ');
     }
   }
   return out;

@@ -69,7 +69,10 @@ export async function startAuthorization(
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
   const nonce = oidc.randomNonce();
-  const params = new URLSearchParams({ ...cfg.extraAuthParams, ...loginParameters(login, provider.metadata, cfg) });
+  const asked = loginParameters(login, provider.metadata, cfg);
+  // The SPA's acr request replaces a configured one whichever form it takes.
+  const defaults = asked.claims ? Object.fromEntries(Object.entries(cfg.extraAuthParams).filter(([k]) => k !== 'acr_values')) : cfg.extraAuthParams;
+  const params = new URLSearchParams({ ...defaults, ...asked });
   for (const [name, value] of Object.entries({
     response_type: 'code',
     scope: cfg.scopes.join(' '),

@@ -44,9 +44,10 @@ describe('login parameters', () => {
     expect(url.searchParams.get('login_hint')).toBe('alice@example.com');
     expect(url.searchParams.get('ui_locales')).toBe('en-GB de');
     expect(url.searchParams.get('max_age')).toBe('300');
-    expect(url.searchParams.get('acr_values')).toBe(PWD);
-    // Essential (OIDC Core §5.5.1.1): the provider advertises the claims parameter.
+    // Essential (OIDC Core §5.5.1.1), as the provider advertises the claims parameter; not also
+    // as acr_values, which oidc-provider would let replace it with a voluntary request.
     expect(JSON.parse(url.searchParams.get('claims') as string)).toEqual({ id_token: { acr: { essential: true, values: [PWD] } } });
+    expect(url.searchParams.get('acr_values')).toBeNull();
   });
 
   it.each([
@@ -134,12 +135,14 @@ describe('a provider that ignores the requested acr', () => {
     const reserved = await reserveServer();
     provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
     gateway = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved);
-    // A provider without the claims parameter, which treats acr_values as voluntary (Core
-    // §3.1.2.1) and answers with the acr it has: the front drops `claims` on the way in.
+    // A provider that does not honour the essential request and answers with the acr it has:
+    // the front turns the claims request into voluntary acr_values (Core §3.1.2.1) on the way in.
     front.intercept((req) => {
       if (req.path !== '/auth' || !req.query.has('claims')) return undefined;
       const query = new URLSearchParams(req.query);
+      const values = (JSON.parse(query.get('claims') as string) as { id_token: { acr: { values: string[] } } }).id_token.acr.values;
       query.delete('claims');
+      query.set('acr_values', values.join(' '));
       return { status: 302, headers: { location: `${front.url}/auth?${query}` } };
     });
   });
