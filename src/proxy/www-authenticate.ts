@@ -80,6 +80,9 @@ export function parseWwwAuthenticate(header: string | readonly string[] | undefi
         if (value.length === 0) value = undefined;
       }
       if (value === undefined) break; // junk
+      skipSpace();
+      // A value runs up to the next comma: `error=urn:x` is junk, not `error=urn`.
+      if (i < text.length && text[i] !== ',') break;
       const key = name.toLowerCase();
       if (!(key in current.params)) current.params[key] = value;
       continue;

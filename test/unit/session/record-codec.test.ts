@@ -68,6 +68,16 @@ describe('session record codec (sealed auth)', () => {
     );
   });
 
+  it('reads the acr and auth_time of a step-up sign-in, and a 0.4.0 auth without them, refusing them malformed', () => {
+    const stepped = { ...auth, acr: 'urn:bff:acr:mfa', authTime: 1_700_000_000 };
+    expect(codec.deserialize(D, codec.serialize(D, { tokens, auth: stepped }))?.auth).toEqual(stepped);
+    expect(codec.deserialize(D, codec.serialize(D, { tokens, auth }))?.auth).toEqual(auth);
+    for (const bad of [{ acr: 7 }, { authTime: '2024' }, { authTime: Number.NaN }]) {
+      const forged = { ...auth, ...bad } as unknown as AuthData;
+      expect(codec.deserialize(D, codec.serialize(D, { tokens, auth: forged }))).toBeUndefined();
+    }
+  });
+
   it('reads an auth that opens but has the wrong shape as no session', () => {
     for (const bad of [{ ...auth, scopes: 'admin' }, { ...auth, createdAt: 'soon' }, { sub: 'alice' }, [auth], null]) {
       const sealedBad = sealer.seal(JSON.stringify(bad), `session-auth ${D}`);

@@ -1,0 +1,42 @@
+/**
+ * OIDC Core §3.1.3.7 steps 12–13 as the callback applies them: acr against the acr values asked
+ * for (as essential), auth_time against max_age, with the clock tolerance.
+ *
+ * Mutation that fails this file: in src/oidc/authentication-checks.ts, delete the line
+ * `if (authTime === undefined) throw refused('max_age was requested but the ID token has no auth_time');`.
+ */
+import { GatewayError } from '../../../src/errors.js';
+import { checkAuthentication } from '../../../src/oidc/authentication-checks.js';
+
+const NOW = 1_800_000_000;
+const refused = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (err) {
+    return err instanceof GatewayError ? err.code : 'other';
+  }
+  return 'accepted';
+};
+
+describe('checkAuthentication', () => {
+  it('records acr and auth_time whether or not they were asked about', () => {
+    expect(checkAuthentication({ acr: 'a', auth_time: NOW - 5 }, undefined, NOW, 0)).toEqual({ acr: 'a', authTime: NOW - 5 });
+    expect(checkAuthentication({}, {}, NOW, 0)).toEqual({});
+    // Malformed claims are not recorded.
+    expect(checkAuthentication({ acr: 7, auth_time: 'yesterday' }, undefined, NOW, 0)).toEqual({});
+  });
+
+  it('requires the acr to be one of the values asked for', () => {
+    expect(refused(() => checkAuthentication({ acr: 'b' }, { acrValues: ['a', 'b'] }, NOW, 0))).toBe('accepted');
+    expect(refused(() => checkAuthentication({ acr: 'c' }, { acrValues: ['a', 'b'] }, NOW, 0))).toBe('invalid_request');
+    expect(refused(() => checkAuthentication({}, { acrValues: ['a'] }, NOW, 0))).toBe('invalid_request');
+  });
+
+  it('requires auth_time with max_age, no older than max_age plus the tolerance, and not in the future', () => {
+    expect(refused(() => checkAuthentication({}, { maxAge: 60 }, NOW, 30))).toBe('invalid_request');
+    expect(refused(() => checkAuthentication({ auth_time: NOW - 90 }, { maxAge: 60 }, NOW, 30))).toBe('accepted');
+    expect(refused(() => checkAuthentication({ auth_time: NOW - 91 }, { maxAge: 60 }, NOW, 30))).toBe('invalid_request');
+    expect(refused(() => checkAuthentication({ auth_time: NOW + 30 }, { maxAge: 0 }, NOW, 30))).toBe('accepted');
+    expect(refused(() => checkAuthentication({ auth_time: NOW + 31 }, { maxAge: 0 }, NOW, 30))).toBe('invalid_request');
+  });
+});
