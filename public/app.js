@@ -262,6 +262,68 @@ function wireSignInLink() {
   view.signIn.setAttribute('href', `/auth/login?returnTo=${encodeURIComponent(path).replace(/%2F/g, '/')}`);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Step-up (RFC 9470): begin. The payments API needs a sign-in with the provider's second factor;
+// the gateway answers 401 step_up_required with a loginUrl, which this page follows.
+// ---------------------------------------------------------------------------------------------
+
+const stepUpView = {
+  level: $('auth-level'),
+  call: $('step-up-call'),
+  result: $('step-up-result'),
+};
+
+function showAuthLevel(user) {
+  const acr = typeof user.acr === 'string' ? user.acr : 'not reported by the provider';
+  const when = typeof user.authTime === 'string' ? `, at ${formatDate(user.authTime)}` : '';
+  stepUpView.level.textContent = `Signed in with: ${acr}${when}`;
+}
+
+/** The gateway's loginUrl, back to this page: only ever a path on this origin. */
+function stepUpLoginUrl(loginUrl) {
+  if (typeof loginUrl !== 'string' || !loginUrl.startsWith('/') || loginUrl.startsWith('//')) return undefined;
+  const url = new URL(loginUrl, location.origin);
+  if (url.origin !== location.origin) return undefined;
+  url.searchParams.set('returnTo', location.pathname);
+  return `${url.pathname}${url.search}`;
+}
+
+async function callStepUpApi() {
+  busy(stepUpView.call, true);
+  stepUpView.result.textContent = 'Calling GET /api/payments…';
+  try {
+    const reply = await gateway('GET', '/api/payments');
+    if (reply.ok) {
+      stepUpView.result.textContent = JSON.stringify(reply.body, null, 2);
+      stepUpView.result.dataset.kind = 'ok';
+      say('');
+      return;
+    }
+    stepUpView.result.textContent = `${reply.status} ${errorText(reply)}`;
+    stepUpView.result.dataset.kind = 'error';
+    if (errorCode(reply) === 'step_up_required') {
+      const next = stepUpLoginUrl(reply.body.loginUrl);
+      if (next) {
+        say('This API needs a stronger sign-in: taking you to the provider…', 'warning');
+        location.assign(next);
+        return;
+      }
+    }
+    if (errorCode(reply) === 'login_required') return showSignedOut('Your session has ended, sign in again.');
+    say(`The payments API call failed: ${errorCode(reply)}.`, 'error');
+  } catch {
+    stepUpView.result.textContent = 'network_error';
+    stepUpView.result.dataset.kind = 'error';
+    say('The gateway could not be reached. Check your connection and try again.', 'error');
+  } finally {
+    busy(stepUpView.call, false);
+  }
+}
+
+stepUpView.call.addEventListener('click', callStepUpApi);
+
+// Step-up: end. ------------------------------------------------------------------------------
+
 async function start() {
   wireSignInLink();
   takeSignInError();
@@ -271,6 +333,7 @@ async function start() {
     const reply = await gateway('GET', '/auth/user');
     if (reply.ok && reply.body && typeof reply.body === 'object') {
       showSignedIn(reply.body);
+      showAuthLevel(reply.body); // step-up
       await loadSessions();
     } else if (reply.status === 401) {
       showSignedOut();

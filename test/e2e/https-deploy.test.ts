@@ -10,8 +10,8 @@
  * loginCookieOptions, `secure: false`: Chromium drops the __Host- login cookie that is not
  * Secure, and the sign-in never gets past the binding (the login cookie assertion fails).
  */
-import { existsSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { browserSuite, evaluate, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../support/oidc-provider.js';
 import { makeSelfSignedCertificate } from '../support/tls-cert.js';
@@ -19,15 +19,7 @@ import { startTlsHop, type TlsHop } from '../support/tls-hop.js';
 import { startUpstream, type Upstream } from '../support/upstream.js';
 import { withTimeout } from '../support/wait.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-sync'];
-/** Bound of every single wait; the test's own timeout is a multiple of it (see below). */
-const WAIT_MS = 15_000;
-
-const haveChromium = existsSync(CHROMIUM);
-// Under CI a skipped browser suite is not a pass (as in login-flow.test.ts).
-if (!haveChromium && process.env.CI) throw new Error(`${CHROMIUM} is missing under CI: the browser suite must run`);
-const run = haveChromium ? describe : describe.skip;
+const run = browserSuite('test/e2e/https-deploy.test.ts');
 
 run('an https deployment in Chromium', () => {
   let hop: TlsHop;
@@ -47,8 +39,7 @@ run('an https deployment in Chromium', () => {
       buildTestConfig({ issuer: provider.issuer, publicUrl: hop.url, server: { trustProxy: true }, routes: [{ path: '/api', target: upstream.url, auth: 'user' }] }),
       reserved,
     );
-    const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: WAIT_MS });
+    browser = await launchChromium();
   }, 45_000);
 
   afterAll(async () => {
@@ -60,9 +51,6 @@ run('an https deployment in Chromium', () => {
     await provider?.close();
   }, 30_000);
 
-  /** page.evaluate has no timeout of its own: bounded here. */
-  const evaluate = <T>(page: Page, expression: string): Promise<T> =>
-    withTimeout(page.evaluate(expression) as Promise<T>, WAIT_MS, `page.evaluate(${expression.slice(0, 60)})`);
 
   it('signs in through the hop, keeps only a Secure __Host- session cookie, calls the API and logs out', async () => {
     if (!browser) throw new Error('no browser');

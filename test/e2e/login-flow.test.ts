@@ -7,10 +7,11 @@
  *
  * Screenshots of every step go to test-artifacts/e2e/NN-step.png.
  */
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
+import { browserSuite, evaluate, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { tokensOfSession } from '../support/assertions.js';
 import { findSecret } from '../support/secrets.js';
@@ -18,21 +19,6 @@ import { withTimeout } from '../support/wait.js';
 import type { TestGateway } from '../support/gateway.js';
 import type { TokenSet } from '../../src/session/tokens.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-component-update',
-  '--disable-sync',
-  // No --user-data-dir: Playwright refuses it in `args` and gives every launch a fresh
-  // temporary profile of its own (playwright_chromiumdev_profile-*), removed on close.
-];
-/** Bound of every single wait (Playwright's default timeout, set per context, and ours). */
-const WAIT_MS = 15_000;
 /**
  * Jest's timeout per test, proportionate to its waits: `steps` sequential phases (navigation,
  * a provider page, an API round trip, reading the recorded bodies...), each bounded by WAIT_MS.
@@ -42,15 +28,7 @@ const WAIT_MS = 15_000;
 const testTimeout = (steps: number) => steps * WAIT_MS;
 const ARTIFACTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-artifacts/e2e');
 
-const haveChromium = existsSync(CHROMIUM);
-// Under CI a skipped browser suite is not a pass: .ci/run installs Chromium, so its absence is a failure.
-if (!haveChromium && process.env.CI) throw new Error(`${CHROMIUM} is missing under CI: the browser suite must run`);
-if (!haveChromium) {
-  const banner = `\n${'!'.repeat(100)}\n!!! ${CHROMIUM} is missing: the browser end-to-end tests (test/e2e/login-flow.test.ts) are SKIPPED.\n!!! Install Debian's chromium (.ci/run does it) to run them.\n${'!'.repeat(100)}\n`;
-  process.stderr.write(banner);
-  console.warn(banner);
-}
-const run = haveChromium ? describe : describe.skip;
+const run = browserSuite('test/e2e/login-flow.test.ts');
 
 // ---------------------------------------------------------------------------------------------
 // What the browser saw
@@ -181,28 +159,9 @@ async function sessionCookie(context: BrowserContext) {
   return cookies.find((c) => c.name === demo.config.derived.sessionCookieName);
 }
 
-/** page.evaluate has no timeout of its own: bounded here. */
-function evaluate<T>(page: Page, expression: string): Promise<T> {
-  return withTimeout(page.evaluate(expression) as Promise<T>, WAIT_MS, `page.evaluate(${expression.slice(0, 60)})`);
-}
-
 /** Status of GET /auth/user as the SPA would ask it (same-origin fetch with the CSRF header). */
 async function authUserStatus(page: Page): Promise<number> {
   return evaluate<number>(page, `fetch('/auth/user', { headers: { 'x-csrf': '1', accept: 'application/json' }, cache: 'no-store' }).then((r) => r.status)`);
-}
-
-/** Which of the named locators is visible once any of them is (Playwright's wait, bounded by WAIT_MS). */
-async function firstVisible(candidates: Record<string, Locator>): Promise<string> {
-  const entries = Object.entries(candidates);
-  // `first()` of the union is the first in DOM order, perhaps a hidden one: keep the visible ones.
-  const any = entries.map(([, l]) => l).reduce((a, b) => a.or(b)).filter({ visible: true });
-  try {
-    await any.first().waitFor({ state: 'visible', timeout: WAIT_MS });
-  } catch {
-    throw new Error(`none of ${Object.keys(candidates).join(', ')} became visible within ${WAIT_MS} ms`);
-  }
-  for (const [name, locator] of entries) if (await locator.first().isVisible()) return name;
-  throw new Error(`one of ${Object.keys(candidates).join(', ')} was visible and then none was`);
 }
 
 async function openSpa(page: Page): Promise<void> {
@@ -256,8 +215,7 @@ run('the demo SPA in Chromium (embedded default)', () => {
     rmSync(ARTIFACTS, { recursive: true, force: true });
     mkdirSync(ARTIFACTS, { recursive: true });
     demo = await startDemoOnFreePorts({ clock: () => Date.now() + clockOffsetMs });
-    const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: WAIT_MS });
+    browser = await launchChromium();
   }, 45_000);
 
   afterAll(async () => {
