@@ -3,9 +3,10 @@
  * and an upstream's insufficient_user_authentication challenge, both answered 401
  * step_up_required with a ready `loginUrl` (proxy/step-up.ts).
  *
- * The loginUrl's `returnTo` is the page the call came from when the browser says so (a
- * same-origin `Referer` whose path passes the returnTo rules), else `/`. The SPA may put its own
- * path in instead: /auth/login judges returnTo again either way.
+ * The loginUrl's `returnTo` is the page the call came from when the browser says so (the path
+ * of a same-origin `Referer`, if it passes the returnTo rules), else `/`. Only the path: a
+ * page's query may hold what should not travel on (the demo SPA sends no Referer at all). The
+ * SPA may put its own path in instead: /auth/login judges returnTo again either way.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Config } from '../config/load.js';
@@ -36,8 +37,7 @@ export interface StepUpDeps {
 export function returnToFrom(referer: string | undefined, publicOrigin: string): string {
   const url = referer !== undefined && referer.length <= 4096 ? URL.parse(referer) : null;
   if (!url || url.origin !== publicOrigin) return '/';
-  const path = `${url.pathname}${url.search}`;
-  return isSameOriginRelativePath(path) ? path : '/';
+  return isSameOriginRelativePath(url.pathname) ? url.pathname : '/';
 }
 
 export function createStepUp(deps: StepUpDeps): StepUp {

@@ -130,10 +130,11 @@ describe("a route's stepUp", () => {
     expect((await get(client, '/api/fresh')).status).toBe(200);
   });
 
-  it("puts the calling page in loginUrl's returnTo when the Referer is same-origin, else /", async () => {
+  it("puts the calling page's path in loginUrl's returnTo when the Referer is same-origin, else /", async () => {
     const client = await signedIn();
     const same = stepUpBody(await get(client, '/api/strong', { referer: `${gw.url}/orders/7?tab=pay` }));
-    expect(new URL(same.loginUrl as string, gw.url).searchParams.get('returnTo')).toBe('/orders/7?tab=pay');
+    // The path only: a page's query stays where it was.
+    expect(new URL(same.loginUrl as string, gw.url).searchParams.get('returnTo')).toBe('/orders/7');
     const foreign = stepUpBody(await get(client, '/api/strong', { referer: 'https://evil.example/x' }));
     expect(new URL(foreign.loginUrl as string, gw.url).searchParams.get('returnTo')).toBe('/');
     const sneaky = stepUpBody(await get(client, '/api/strong', { referer: `${gw.url}//evil.example/x` }));
