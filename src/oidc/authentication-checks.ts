@@ -13,9 +13,10 @@ export interface Authentication {
   authTime?: number;
 }
 
-const refused = (cause: string) =>
+/** `code` is what the log shows (oidc/errors.ts describeProviderError): no claim values. */
+const refused = (code: string) =>
   new GatewayError('invalid_request', {
-    cause: new Error(cause),
+    cause: Object.assign(new Error(code), { code }),
     description: 'The sign-in did not meet the requested authentication level or freshness; start again.',
   });
 
@@ -34,12 +35,12 @@ export function checkAuthentication(
   const acr = typeof claims.acr === 'string' && claims.acr.length > 0 ? claims.acr : undefined;
   const authTime = typeof claims.auth_time === 'number' && Number.isInteger(claims.auth_time) && claims.auth_time > 0 ? claims.auth_time : undefined;
   if (asked?.acrValues?.length && (acr === undefined || !asked.acrValues.includes(acr))) {
-    throw refused('the ID token acr is not one of the requested acr_values');
+    throw refused('acr_not_requested');
   }
   if (asked?.maxAge !== undefined) {
-    if (authTime === undefined) throw refused('max_age was requested but the ID token has no auth_time');
-    if (authTime + asked.maxAge + toleranceSeconds < nowSeconds) throw refused('the ID token auth_time is older than max_age');
-    if (authTime > nowSeconds + toleranceSeconds) throw refused('the ID token auth_time is in the future');
+    if (authTime === undefined) throw refused('auth_time_missing');
+    if (authTime + asked.maxAge + toleranceSeconds < nowSeconds) throw refused('auth_time_too_old');
+    if (authTime > nowSeconds + toleranceSeconds) throw refused('auth_time_in_future');
   }
   return { ...(acr !== undefined ? { acr } : {}), ...(authTime !== undefined ? { authTime } : {}) };
 }

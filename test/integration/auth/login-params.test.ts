@@ -112,6 +112,8 @@ describe('login parameters', () => {
       const back = await client.get(callback, { crossSite: true, headers: { accept: 'application/json' } });
       expectErrorBody(back, 'invalid_request', 400);
       expect(client.cookies(gw.url)[gw.config.derived.sessionCookieName]).toBeUndefined();
+      // Operators read why, by a fixed code (no claim values).
+      expect(gw.logs.some((l) => l.includes('"event":"login_failed"') && l.includes('"reason":"auth_time_too_old"'))).toBe(true);
     } finally {
       clock.advance(-(60 + gw.config.oidc.clockToleranceSeconds + 10));
     }

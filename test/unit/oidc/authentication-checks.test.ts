@@ -3,7 +3,7 @@
  * for (as essential), auth_time against max_age, with the clock tolerance.
  *
  * Mutation that fails this file: in src/oidc/authentication-checks.ts, delete the line
- * `if (authTime === undefined) throw refused('max_age was requested but the ID token has no auth_time');`.
+ * `if (authTime === undefined) throw refused('auth_time_missing');`.
  */
 import { GatewayError } from '../../../src/errors.js';
 import { checkAuthentication } from '../../../src/oidc/authentication-checks.js';
