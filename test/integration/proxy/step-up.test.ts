@@ -11,7 +11,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { digest } from '../../../src/redis/keys.js';
+import { randomBytes } from 'node:crypto';
 import { BrowserClient } from '../../support/browser-client.js';
+import { rawExchange } from '../../support/raw-http.js';
 import { signIn } from '../../support/drive-login.js';
 import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
@@ -47,7 +49,7 @@ function resourceServer(req: IncomingMessage, res: ServerResponse): void {
 }
 
 beforeAll(async () => {
-  upstream = await startUpstream();
+  upstream = await startUpstream({ websocket: true });
   upstream.setHandler(resourceServer);
   stack = await startStack({
     clock,
@@ -56,6 +58,7 @@ beforeAll(async () => {
         { path: '/api/strong', target: upstream.url, auth: 'user', stepUp: { acr: [MFA] } },
         { path: '/api/fresh', target: upstream.url, auth: 'user', stepUp: { maxAgeSeconds: 60 } },
         { path: '/api', target: upstream.url, auth: 'user' },
+        { path: '/live-pay', target: upstream.url, auth: 'user', websocket: true, stepUp: { acr: [MFA] } },
       ],
     },
   });
@@ -139,6 +142,24 @@ describe("a route's stepUp", () => {
     expect(new URL(foreign.loginUrl as string, gw.url).searchParams.get('returnTo')).toBe('/');
     const sneaky = stepUpBody(await get(client, '/api/strong', { referer: `${gw.url}//evil.example/x` }));
     expect(new URL(sneaky.loginUrl as string, gw.url).searchParams.get('returnTo')).toBe('/');
+  });
+
+  it('refuses a WebSocket upgrade the same way, before the upstream handshake', async () => {
+    const client = await signedIn();
+    const res = await rawExchange(gw.url, {
+      target: '/live-pay/feed',
+      upgrade: true,
+      headers: {
+        upgrade: 'websocket',
+        connection: 'Upgrade',
+        'sec-websocket-key': randomBytes(16).toString('base64'),
+        'sec-websocket-version': '13',
+        origin: gw.config.derived.publicOrigin,
+        cookie: `${cookieName()}=${sessionCookie(client)}`,
+      },
+    });
+    expect(stepUpBody(res)).toMatchObject({ acr_values: MFA });
+    expect(upstream.wsConnections).toHaveLength(0);
   });
 
   it('answers login_required, not step_up_required, without a session', async () => {
