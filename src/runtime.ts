@@ -8,6 +8,7 @@ import { createSealer, type Sealer } from './crypto/seal.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
+import { pushedRequestMismatch } from './oidc/authorization-request.js';
 import { clientCredentials } from './oidc/flows.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
@@ -119,6 +120,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
     onReady(state) {
       logger.info({ event: 'discovery_ok', issuer: state.metadata.issuer }, 'provider metadata loaded');
+      const par = pushedRequestMismatch(config.oidc.pushedAuthorizationRequests, state.metadata);
+      if (par) logger.error({ event: 'par_mismatch', mode: config.oidc.pushedAuthorizationRequests }, `${par} Every sign-in will answer 503.`);
     },
   });
 

@@ -71,23 +71,29 @@ export function loginParameters(params: LoginParams, metadata: Readonly<oidc.Ser
 }
 
 /**
+ * Why `mode` cannot be served by this provider, or undefined. Told to operators at discovery
+ * (runtime.ts), and answered as 503 at each login (usePushedRequest).
+ */
+export function pushedRequestMismatch(mode: OidcConfig['pushedAuthorizationRequests'], metadata: Readonly<oidc.ServerMetadata>): string | undefined {
+  if (mode === 'always' && typeof metadata.pushed_authorization_request_endpoint !== 'string') {
+    return 'The identity provider offers no pushed authorization requests, which this gateway is configured to use.';
+  }
+  if (mode === 'never' && metadata.require_pushed_authorization_requests === true) {
+    return 'The identity provider requires pushed authorization requests, which this gateway is configured not to use.';
+  }
+  return undefined;
+}
+
+/**
  * Whether this login is pushed (RFC 9126 §5): `auto` follows the provider's metadata. A mode the
  * provider cannot serve fails the login with 503 and a sentence for operators, rather than
  * sending the browser to a provider error page.
  */
 export function usePushedRequest(mode: OidcConfig['pushedAuthorizationRequests'], metadata: Readonly<oidc.ServerMetadata>): boolean {
+  const mismatch = pushedRequestMismatch(mode, metadata);
+  if (mismatch) throw new GatewayError('provider_unavailable', { description: mismatch });
   const offered = typeof metadata.pushed_authorization_request_endpoint === 'string';
   const required = metadata.require_pushed_authorization_requests === true;
-  if (mode === 'always' && !offered) {
-    throw new GatewayError('provider_unavailable', {
-      description: 'The identity provider offers no pushed authorization requests, which this gateway is configured to use.',
-    });
-  }
-  if (mode === 'never' && required) {
-    throw new GatewayError('provider_unavailable', {
-      description: 'The identity provider requires pushed authorization requests, which this gateway is configured not to use.',
-    });
-  }
   return mode === 'always' || (mode === 'auto' && (offered || required));
 }
 

@@ -113,6 +113,8 @@ describe('a provider that requires PAR', () => {
   });
 
   it('never: answers 503 provider_unavailable at /auth/login instead of a provider error page', async () => {
+    expect(never.gw.logs.some((l) => l.includes('"event":"par_mismatch"'))).toBe(true);
+    expect(auto.gw.logs.some((l) => l.includes('"event":"par_mismatch"'))).toBe(false);
     const client = new BrowserClient();
     const res = await client.get(`${never.gw.url}/auth/login`, { headers: { accept: 'application/json' } });
     expectErrorBody(res, 'provider_unavailable', 503);
@@ -127,7 +129,8 @@ describe('always, with a provider without PAR', () => {
   });
   afterAll(() => setup?.close());
 
-  it('answers 503 provider_unavailable and starts no login', async () => {
+  it('says so in the log once the metadata is loaded, and answers each login 503 provider_unavailable, starting none', async () => {
+    expect(setup.gw.logs.filter((l) => l.includes('"event":"par_mismatch"') && l.includes('"level":50'))).toHaveLength(1);
     const metadata = (await (await fetch(`${setup.provider.issuer}/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
     expect(metadata.pushed_authorization_request_endpoint).toBeUndefined();
     const client = new BrowserClient();
