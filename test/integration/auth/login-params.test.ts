@@ -119,6 +119,16 @@ describe('login parameters', () => {
     }
   });
 
+  it('prompt=none without a provider session comes back to returnTo with error=login_required, no session', async () => {
+    const client = new BrowserClient();
+    const res = await client.get(`${gw.url}/auth/login?prompt=none&returnTo=/quiet`);
+    expect(new URL(res.redirectUrl as string).searchParams.get('prompt')).toBe('none');
+    const run = await authorizeAtProvider(client, res.redirectUrl as string);
+    const back = await client.get(run.callbackUrl, { crossSite: true });
+    expect(back.headers.get('location')).toBe(`${gw.url}/quiet?error=login_required`);
+    expect(client.cookies(gw.url)[gw.config.derived.sessionCookieName]).toBeUndefined();
+  });
+
   it('asks for the second factor when acr_values names it, and records the stronger acr', async () => {
     const client = new BrowserClient();
     const result = await signIn(client, `${gw.url}`, { loginPath: `/auth/login?acr_values=${encodeURIComponent(MFA)}` as string });

@@ -25,7 +25,7 @@ const csrf = { 'x-csrf': '1' };
 const clock = createTestClock();
 /** Access tokens the resource server below takes for password-only sign-ins. */
 const weakTokens = new Set<string>();
-let challengeHeader = `Bearer error="insufficient_user_authentication", error_description="needs mfa", acr_values="${MFA}", max_age=600`;
+let challengeHeader: string | string[] = `Bearer error="insufficient_user_authentication", error_description="needs mfa", acr_values="${MFA}", max_age=600`;
 let upstream: Upstream;
 let stack: Stack;
 let gw: TestGateway;
@@ -203,6 +203,17 @@ describe("an upstream's insufficient_user_authentication challenge", () => {
     try {
       const body = stepUpBody(await get(client, '/api/rs/x'));
       expect(body).toMatchObject({ acr_values: null, max_age: null, loginUrl: '/auth/login?returnTo=%2F' });
+    } finally {
+      challengeHeader = `Bearer error="insufficient_user_authentication", acr_values="${MFA}", max_age=600`;
+    }
+  });
+
+  it('finds the challenge among several WWW-Authenticate lines', async () => {
+    const client = await signedIn();
+    weakTokens.add((await tokensOfSession(gw, sessionCookie(client)))?.accessToken as string);
+    challengeHeader = ['Basic realm="legacy"', `Bearer realm="api", error="insufficient_user_authentication", max_age=0`];
+    try {
+      expect(stepUpBody(await get(client, '/api/rs/y'))).toMatchObject({ acr_values: null, max_age: 0, loginUrl: '/auth/login?max_age=0&returnTo=%2F' });
     } finally {
       challengeHeader = `Bearer error="insufficient_user_authentication", acr_values="${MFA}", max_age=600`;
     }
