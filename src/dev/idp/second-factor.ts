@@ -63,7 +63,10 @@ export function secondFactorPage(uid: string, code: string, error?: string): Ren
 /** After a correct password for a request that asks for ACR.mfa: a fresh code, and its page. */
 export function startSecondFactor(env: Env, res: ServerResponse, uid: string, accountId: string): void {
   const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-  env.secondFactors.set(uid, { accountId, code, expiresAt: Date.now() + CODE_TTL_MS, tries: 0 });
+  const now = Date.now();
+  // Abandoned sign-ins leave their codes behind: swept here, so the map stays small.
+  for (const [key, pending] of env.secondFactors) if (pending.expiresAt < now) env.secondFactors.delete(key);
+  env.secondFactors.set(uid, { accountId, code, expiresAt: now + CODE_TTL_MS, tries: 0 });
   env.log(`second factor asked account=${accountId}`);
   sendPage(res, 200, secondFactorPage(uid, code));
 }
