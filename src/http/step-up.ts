@@ -48,7 +48,11 @@ export function createStepUp(deps: StepUpDeps): StepUp {
 
   function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined): GatewayError {
     const challenge = stepUpChallenge(ask, authPath, returnToFrom(req.headers.referer, config.derived.publicOrigin));
-    listener({ sessionDigest, challenge });
+    try {
+      listener({ sessionDigest, challenge });
+    } catch {
+      // A listener (e.g. the events bus) never changes the answer the browser gets.
+    }
     return stepUpRequired(challenge);
   }
 

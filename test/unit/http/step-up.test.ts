@@ -70,4 +70,9 @@ describe('createStepUp', () => {
     expect(error?.toBody()).toMatchObject({ error: 'step_up_required', max_age: 0, loginUrl: '/bff/login?max_age=0&returnTo=%2F' });
     expect(events.map((e) => e.sessionDigest)).toEqual(['from-cookie']);
   });
+
+  it('answers step_up_required even when the listener throws', () => {
+    const stepUp = createStepUp({ config, clock: () => 0, sessionDigestOf: () => undefined, listener: () => { throw new Error('bus down'); } });
+    expect(stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication"')?.code).toBe('step_up_required');
+  });
 });
