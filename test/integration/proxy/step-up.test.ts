@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { BrowserClient } from '../../support/browser-client.js';
 import { rawExchange } from '../../support/raw-http.js';
 import { signIn } from '../../support/drive-login.js';
-import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
@@ -182,6 +182,8 @@ describe("an upstream's insufficient_user_authentication challenge", () => {
     expect(res.headers.get('x-upstream-detail')).toBeNull();
     expect(res.headers.get('set-cookie')).toBeNull();
     expect(res.text).not.toContain('upstream says');
+    const secrets = { accessToken: oldTokens?.accessToken, refreshToken: oldTokens?.refreshToken, idToken: oldTokens?.idToken, cookie: old };
+    expectNoSecretIn(`${res.text}\n${[...res.headers].join('\n')}`, secrets, 'the step_up_required answer');
     // Not taken for a refused token: no refresh was attempted.
     expect(stack.provider.counters.grants.refresh_token ?? 0).toBe(0);
 
@@ -194,6 +196,7 @@ describe("an upstream's insufficient_user_authentication challenge", () => {
     expect(fresh?.refreshToken).not.toBe(oldTokens?.refreshToken);
     expect(fresh?.idToken).not.toBe(oldTokens?.idToken);
     expect(await gw.runtime.records.peek(digestOf(old))).toBeUndefined();
+    expectNoSecretIn(gw.logs.join('\n'), secrets, 'the gateway log');
   });
 
   it('leaves out acr_values and max_age that are malformed, rather than copying them', async () => {
