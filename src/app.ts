@@ -94,6 +94,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       logger: runtime.logger,
       metrics: runtime.metrics,
       clock: runtime.clock,
+      dpopNonces: runtime.dpopNonces,
     }),
   );
 

@@ -17,6 +17,7 @@ import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
+import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
 import { createSessionRecords, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, type RefreshCoordinator } from './session/refresh.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
@@ -55,6 +56,8 @@ export interface Runtime {
   clientTokens: ClientTokens;
   /** How often a token an upstream refused may be renewed, shared by all instances (refusal-cooldown.ts). */
   refusals: RefusalCooldown;
+  /** Latest DPoP-Nonce per server, shared by every instance (redis/dpop-nonces.ts). */
+  dpopNonces: DpopNonces;
   clock: () => number;
   redisReady(): Promise<boolean>;
   /** Registers cleanup for something built on top of the runtime (e.g. the app's upstream agents). */
@@ -110,7 +113,15 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       logRefresh(logger, outcome, report);
     },
   });
+  const dpopNonces = createDpopNonces({
+    redis,
+    keys,
+    clock,
+    onError: () => metrics.redisErrors.inc({ kind: 'command' }),
+  });
   const provider = createProviderHandle(config.oidc, {
+    requireDpop: config.derived.dpop,
+    ...(config.derived.dpop ? { onDpopNonce: (origin: string, nonce: string) => dpopNonces.put(origin, nonce) } : {}),
     ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),
     onDiscoveryError(err, attempt, retryInMs) {
       logger.warn(
@@ -145,6 +156,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     provider,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
     refusals,
+    dpopNonces,
     clientTokens: createClientTokens({
       redis,
       keys,

@@ -18,6 +18,11 @@ export interface DerivedConfig {
   loginCookieName: string;
   callbackPath: string;
   postLogoutRedirectUri: string;
+  /**
+   * Sessions get a DPoP key (RFC 9449): `oidc.dpop` or any route's `dpop`. A sign-in yields one
+   * access token for every user route, so binding is decided per deployment, not per route.
+   */
+  dpop: boolean;
   /** Settings that may be deliberate but deserve a look (printed at startup and by --check). */
   warnings: string[];
 }
@@ -38,6 +43,7 @@ export function derive(cfg: ParsedConfig): Config {
       loginCookieName: secure ? `__Host-${cfg.session.cookieName}-login` : `${cfg.session.cookieName}-login`,
       callbackPath,
       postLogoutRedirectUri: `${publicUrl.origin}${cfg.oidc.postLogoutRedirectPath}`,
+      dpop: cfg.oidc.dpop || cfg.routes.some((r) => r.dpop),
       warnings: riskySettings(cfg),
     },
   };

@@ -66,6 +66,16 @@ export const routeSchema = z.strictObject({
       maxAgeSeconds: z.number().int().min(0).max(MAX_AGE_LIMIT_SECONDS).optional(),
     })
     .optional(),
+  /** RFC 9449: `Authorization: DPoP` and a fresh proof on every call to this upstream. */
+  dpop: z.boolean().default(false),
+  /** RFC 8693: the session's access token is exchanged for one meant for this API. */
+  tokenExchange: z
+    .strictObject({
+      audience: z.string().min(1),
+      scope: z.string().min(1).optional(),
+      resource: httpUrl.optional(),
+    })
+    .optional(),
 });
 
 export const configSchema = z
@@ -119,6 +129,8 @@ export const configSchema = z
         .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
         .min(1)
         .default(['RS256', 'PS256', 'ES256', 'EdDSA']),
+      /** RFC 9449: sender-constrained tokens for every user route (or per route: routes[].dpop). */
+      dpop: z.boolean().default(false),
     }),
     session: z.strictObject({
       cookieName: z
@@ -237,6 +249,14 @@ export const configSchema = z
       if (route.stepUp && route.stepUp.acr === undefined && route.stepUp.maxAgeSeconds === undefined) {
         issue(['routes', i, 'stepUp'], 'must set acr, maxAgeSeconds or both');
       }
+      const userRoute = route.auth === 'user' || route.auth === 'user-optional';
+      if (route.dpop && !userRoute) issue(['routes', i, 'dpop'], 'is only allowed when auth is user or user-optional');
+      if (route.tokenExchange && !userRoute) {
+        issue(['routes', i, 'tokenExchange'], 'is only allowed when auth is user or user-optional');
+      }
+      if (route.tokenExchange && route.resource) issue(['routes', i, 'tokenExchange'], 'cannot be combined with resource (use tokenExchange.resource)');
+      // An exchanged token is a bearer token for its own audience (docs/dpop-and-token-exchange.md).
+      if (route.tokenExchange && route.dpop) issue(['routes', i, 'dpop'], 'cannot be combined with tokenExchange on the same route');
       if (route.scopes.length > 0 && route.auth === 'none') {
         issue(['routes', i, 'scopes'], 'has no effect when auth is none');
       }

@@ -33,6 +33,8 @@ import {
 } from './session-cookie.js';
 import { createRevoker } from './revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
+import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
+import type { NonceSource } from '../oidc/dpop.js';
 
 export interface AuthRouteDeps {
   config: Config;
@@ -45,6 +47,8 @@ export interface AuthRouteDeps {
   logger: Logger;
   metrics: Metrics;
   clock?: () => number;
+  /** Shared DPoP nonces (redis/dpop-nonces.ts), for the code exchange's proof. */
+  dpopNonces: NonceSource;
 }
 
 /** Login cookies are one per transaction, named by a short digest of its state. */
@@ -98,7 +102,16 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
     await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
     await admitLogin();
-    const request = await startAuthorization(provider.get(), config.oidc, derived.redirectUri, userResources, query.params);
+    // RFC 9449 §10: a fresh key per sign-in, sealed into the transaction until the callback.
+    const dpopKey = derived.dpop ? generateDpopKey() : undefined;
+    const request = await startAuthorization(
+      provider.get(),
+      config.oidc,
+      derived.redirectUri,
+      userResources,
+      query.params,
+      dpopKey && jwkThumbprint(dpopKey),
+    );
     const asked = askedOf(query.params);
     // Noted now, ended at the callback: see LoginTransaction.previousSession.
     const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
@@ -113,6 +126,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
         createdAt: clock(),
         ...(previousSession ? { previousSession } : {}),
         ...(asked.acrValues || asked.maxAge !== undefined ? { asked } : {}),
+        ...(dpopKey ? { dpopKey } : {}),
       }),
     );
     metrics.loginTransactions.inc({ outcome: 'started' });
@@ -173,7 +187,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
     let signIn;
     try {
-      signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx, clock);
+      const dpop = tx.dpopKey ? { key: tx.dpopKey, nonces: deps.dpopNonces } : undefined;
+      signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx, clock, dpop);
     } catch (err) {
       metrics.loginTransactions.inc({ outcome: 'failed' });
       logger.warn({ event: 'login_failed', reason: describeProviderError(err instanceof GatewayError ? err.cause : err) }, 'sign-in failed');
@@ -202,7 +217,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       ...(req.headers['user-agent'] ? { userAgent: truncate(req.headers['user-agent'], 256) } : {}),
     };
     req.session.auth = auth;
-    req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, signIn.tokens) };
+    const tokens = tx.dpopKey ? { ...signIn.tokens, dpopKey: tx.dpopKey } : signIn.tokens;
+    req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, tokens) };
     await withStore(() => save(req));
     await withStore(() => registry.register(sessionDigest, auth));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });

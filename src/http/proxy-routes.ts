@@ -20,6 +20,7 @@ import { GatewayError } from '../errors.js';
 import { createCredentialResolver, needsSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
+import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
@@ -53,7 +54,7 @@ function pathOf(url: string | undefined): string | undefined {
 
 export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRoutes {
   const { config, logger, metrics } = runtime;
-  const { routes, match } = compileRoutes(config.routes);
+  const { routes, match } = compileRoutes(config.routes, config.oidc.dpop);
   const trust = compileTrust(config.server.trustProxy);
   const csrfHeader = config.csrf.headerName.toLowerCase();
   const sessionCookie = config.derived.sessionCookieName;
@@ -67,6 +68,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     clock: runtime.clock,
     clientTokens: runtime.clientTokens,
     refusals: runtime.refusals,
+    dpopNonces: runtime.dpopNonces,
+    dpopProofs: createDpopProofs({ nonces: runtime.dpopNonces, clock: runtime.clock }),
   });
 
   const verifyCookie = createCookieVerifier(sessionCookie, config.session.secrets);

@@ -9,6 +9,8 @@ import { createRemoteJWKSet, errors as joseErrors, type JWTVerifyGetKey } from '
 import type { OidcConfig } from '../config/schema.js';
 import { isLoopbackHost } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
+import { parseNonce } from '../crypto/dpop.js';
+import { providerAcceptsDpop } from './dpop.js';
 import { insecureEndpoints } from './metadata.js';
 
 export interface ProviderState {
@@ -36,6 +38,13 @@ export interface ProviderHandleOptions {
   jwksRefetch?: Partial<JwksRefetchLimits>;
   /** Discovery retry backoff: first delay and cap, in ms (default 500 → 30 000). */
   retry?: { initialMs: number; maxMs: number };
+  /**
+   * Sessions use DPoP (config.derived.dpop): a provider that does not advertise ES256 in
+   * `dpop_signing_alg_values_supported` is refused like a foreign issuer (/readyz stays 503).
+   */
+  requireDpop?: boolean;
+  /** Told every DPoP-Nonce the provider sends (RFC 9449 §8), to share it (redis/dpop-nonces.ts). */
+  onDpopNonce?: (origin: string, nonce: string) => void;
 }
 
 export interface JwksRefetchLimits {
@@ -130,7 +139,11 @@ function importPrivateKey(pem: string): oidc.CryptoKey {
   return key.toCryptoKey({ name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, false, ['sign']);
 }
 
-export async function discover(cfg: OidcConfig, timeoutSeconds: number): Promise<oidc.Configuration> {
+export async function discover(
+  cfg: OidcConfig,
+  timeoutSeconds: number,
+  dpop: Pick<ProviderHandleOptions, 'requireDpop' | 'onDpopNonce'> = {},
+): Promise<oidc.Configuration> {
   const issuer = new URL(cfg.issuer);
   // The ID token signature is verified with jose against `jwks` (see id-token.ts) rather
   // than with enableNonRepudiationChecks: openid-client refuses an unknown kid while its JWKS
@@ -149,6 +162,20 @@ export async function discover(cfg: OidcConfig, timeoutSeconds: number): Promise
     throw new GatewayError('provider_unavailable', {
       description: `The provider metadata names endpoints that are not https: ${refused.join(', ')}.`,
     });
+  }
+  if (dpop.requireDpop && !providerAcceptsDpop(configuration.serverMetadata())) {
+    throw new GatewayError('provider_unavailable', {
+      description: 'DPoP is configured but the provider metadata does not list ES256 in dpop_signing_alg_values_supported.',
+    });
+  }
+  const onNonce = dpop.onDpopNonce;
+  if (onNonce) {
+    configuration[oidc.customFetch] = async (url, options) => {
+      const response = await fetch(url, options as RequestInit);
+      const nonce = parseNonce(response.headers.get('dpop-nonce') ?? undefined);
+      if (nonce) onNonce(new URL(url).origin, nonce);
+      return response;
+    };
   }
   return configuration;
 }
@@ -169,7 +196,7 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
   async function attempt(n: number): Promise<void> {
     if (closed) return;
     try {
-      const configuration = await discover(cfg, timeoutSeconds);
+      const configuration = await discover(cfg, timeoutSeconds, options);
       if (closed) return;
       const metadata = configuration.serverMetadata();
       if (!metadata.jwks_uri) throw new Error('provider metadata has no jwks_uri');

@@ -68,6 +68,25 @@ export function fromClientCredentialsError(err: unknown): GatewayError {
   return new GatewayError('token_refresh_failed', { cause: err });
 }
 
+/**
+ * A token exchange (RFC 8693) failed. The provider refusing this exchange (any 400:
+ * `invalid_target` for an audience the policy does not allow, `invalid_scope`, `invalid_grant`
+ * for a subject token it no longer accepts) is not a reason to end the session, whose own
+ * grant still works: 403 insufficient_scope for this API only. Anything else (5xx, timeouts,
+ * the gateway's own credentials refused) is 502 token_refresh_failed, to try again later.
+ */
+export function fromExchangeError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const failure = classifyGrantFailure(err);
+  if (failure === 'grant_ended' || failure === 'request_refused') {
+    return new GatewayError('insufficient_scope', {
+      cause: err,
+      description: 'The provider refused to issue a token for this API to this session.',
+    });
+  }
+  return new GatewayError('token_refresh_failed', { cause: err });
+}
+
 /** The code exchange or ID token validation at the callback failed. */
 export function fromCallbackError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;

@@ -5,10 +5,11 @@
 import * as oidc from 'openid-client';
 import type { OidcConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
-import { fromCallbackError, fromClientCredentialsError, fromRefreshError } from './errors.js';
+import { fromCallbackError, fromClientCredentialsError, fromExchangeError, fromRefreshError } from './errors.js';
 import { authorizationUrl, loginParameters, usePushedRequest, type AuthenticationAsked, type LoginParams } from './authorization-request.js';
 import { checkAuthentication, type Authentication } from './authentication-checks.js';
 import { verifyIdToken } from './id-token.js';
+import { requireBound, tokenEndpointHandle, type TokenDpop } from './dpop.js';
 import type { ProviderState } from './client.js';
 
 export interface AuthorizationRequest {
@@ -64,6 +65,8 @@ export async function startAuthorization(
   redirectUri: string,
   resources: readonly string[] = [],
   login: LoginParams = {},
+  /** RFC 9449 §10: the thumbprint of the session's DPoP key, binding the code to it. */
+  dpopJkt?: string,
 ): Promise<AuthorizationRequest> {
   const pushed = usePushedRequest(cfg.pushedAuthorizationRequests, provider.metadata);
   const codeVerifier = oidc.randomPKCECodeVerifier();
@@ -85,6 +88,7 @@ export async function startAuthorization(
     params.set(name, value);
   }
   for (const resource of resources) params.append('resource', resource);
+  if (dpopJkt) params.set('dpop_jkt', dpopJkt);
   return { url: await authorizationUrl(provider.configuration, params, pushed), state, nonce, codeVerifier };
 }
 
@@ -94,6 +98,7 @@ export async function completeAuthorization(
   callbackUrl: URL,
   tx: { state: string; nonce: string; codeVerifier: string; asked?: AuthenticationAsked },
   clock: Clock = Date.now,
+  dpop?: TokenDpop,
 ): Promise<SignIn> {
   try {
     // RFC 9207 §2.4: openid-client rejects a mismatched `iss` (or a missing one when the
@@ -103,7 +108,8 @@ export async function completeAuthorization(
       expectedState: tx.state,
       expectedNonce: tx.nonce,
       idTokenExpected: true,
-    });
+    }, undefined, dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined);
+    if (dpop) requireBound(response);
     if (!response.id_token) throw new GatewayError('invalid_request');
     const payload = await verifyIdToken(response.id_token, provider.jwks, {
       issuer: provider.metadata.issuer,
@@ -143,15 +149,63 @@ export async function refreshTokens(
   expectedSub: string,
   params: Record<string, string> = {},
   clock: Clock = Date.now,
+  dpop?: TokenDpop,
 ): Promise<GrantedTokens> {
   if (!current.refreshToken) throw new GatewayError('login_required');
   try {
-    const response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken, params);
+    const response = await oidc.refreshTokenGrant(
+      provider.configuration,
+      current.refreshToken,
+      params,
+      dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined,
+    );
+    if (dpop) requireBound(response);
     const claims = response.claims();
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
     return granted(response, clock, current);
   } catch (err) {
     throw fromRefreshError(err);
+  }
+}
+
+export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+
+export interface ExchangeRequest {
+  audience: string;
+  scope?: string;
+  resource?: string;
+}
+
+/**
+ * RFC 8693 §2.1: the session's access token (the subject) for one meant for another API. The
+ * answer's `issued_token_type` must be an access token (§2.2.1) usable as a bearer token.
+ */
+export async function exchangeToken(
+  provider: ProviderState,
+  subjectToken: string,
+  request: ExchangeRequest,
+  clock: Clock = Date.now,
+): Promise<GrantedTokens> {
+  try {
+    const response = await oidc.genericGrantRequest(provider.configuration, TOKEN_EXCHANGE_GRANT, {
+      subject_token: subjectToken,
+      subject_token_type: ACCESS_TOKEN_TYPE,
+      requested_token_type: ACCESS_TOKEN_TYPE,
+      audience: request.audience,
+      ...(request.scope ? { scope: request.scope } : {}),
+      ...(request.resource ? { resource: request.resource } : {}),
+    });
+    if (response.issued_token_type !== undefined && response.issued_token_type !== ACCESS_TOKEN_TYPE) {
+      throw new GatewayError('token_refresh_failed', { description: 'The provider issued another kind of token than an access token.' });
+    }
+    if (response.token_type.toLowerCase() !== 'bearer') {
+      throw new GatewayError('token_refresh_failed', { description: 'The provider issued an exchanged token that is not a bearer token.' });
+    }
+    const { refreshToken: _none, idToken: _neither, ...tokens } = granted(response, clock);
+    return tokens;
+  } catch (err) {
+    throw fromExchangeError(err);
   }
 }
 

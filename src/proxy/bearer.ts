@@ -11,7 +11,9 @@
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { refreshTokens } from '../oidc/flows.js';
+import { exchangeToken, refreshTokens } from '../oidc/flows.js';
+import type { TokenDpop } from '../oidc/dpop.js';
+import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
 import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
 import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
@@ -20,6 +22,8 @@ import type { ClientTokens } from './client-token.js';
 import type { RefusalCooldown } from './refusal-cooldown.js';
 import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
+import type { DpopProofs } from './dpop-proofs.js';
+import { exchangedToken, exchangeFor } from './token-exchange.js';
 
 /** The signed-in part of a loaded session, as the HTTP layer found it. */
 export interface LoadedSession {
@@ -37,6 +41,10 @@ export interface CredentialDeps {
   clientTokens: ClientTokens;
   /** Bounds forced renewals of refused tokens (refusal-cooldown.ts). */
   refusals: RefusalCooldown;
+  /** Shared DPoP nonces (token requests of DPoP sessions). */
+  dpopNonces: DpopNonces;
+  /** Proofs for DPoP routes. */
+  dpopProofs: DpopProofs;
 }
 
 /** Retry without a new credential: the upstream's answer is passed through. */
@@ -66,11 +74,20 @@ export function missingScopes(route: CompiledRoute, granted: readonly string[]):
 export function createCredentialResolver(deps: CredentialDeps) {
   const { config, vault, refresher, provider } = deps;
   const skew = config.tokens.refreshSkewSeconds;
+  /** Token requests of a DPoP session carry a proof of its key (RFC 9449 §5). */
+  const dpopOf = (t: TokenSet): TokenDpop | undefined => (t.dpopKey ? { key: t.dpopKey, nonces: deps.dpopNonces } : undefined);
+  const exchange = (subject: string, request: Parameters<typeof exchangeToken>[2]) => exchangeToken(provider.get(), subject, request, deps.clock);
+  const origins = new Map<string, string>();
+  const originOf = (target: string): string => {
+    let origin = origins.get(target);
+    if (origin === undefined) origins.set(target, (origin = new URL(target).origin));
+    return origin;
+  };
 
   /** RFC 8707: a token for one resource, from the refresh token, merged into the set. */
   function refreshForResource(resource: string, sub: string): RefreshFn {
     return async (current: TokenSet) => {
-      const got = await refreshTokens(provider.get(), current, sub, { resource }, deps.clock);
+      const got = await refreshTokens(provider.get(), current, sub, { resource }, deps.clock, dpopOf(current));
       const token: ResourceToken = { accessToken: got.accessToken, ...(got.expiresAt ? { expiresAt: got.expiresAt } : {}) };
       return {
         ...current,
@@ -84,8 +101,15 @@ export function createCredentialResolver(deps: CredentialDeps) {
   /** The sign-in token's refresh keeps the per-resource tokens; a resource's keeps the rest. */
   function refreshFor(resource: string | undefined, sub: string): RefreshFn {
     if (resource) return refreshForResource(resource, sub);
+    // What the sign-in token's refresh does not touch is carried on: per-resource and exchanged
+    // tokens, and the DPoP key the new token is bound to.
     return (t) =>
-      refreshTokens(provider.get(), t, sub, {}, deps.clock).then((next) => ({ ...next, ...(t.resources ? { resources: t.resources } : {}) }));
+      refreshTokens(provider.get(), t, sub, {}, deps.clock, dpopOf(t)).then((next) => ({
+        ...next,
+        ...(t.resources ? { resources: t.resources } : {}),
+        ...(t.exchanged ? { exchanged: t.exchanged } : {}),
+        ...(t.dpopKey ? { dpopKey: t.dpopKey } : {}),
+      }));
   }
 
   /** The session's token for the route; with `refused`, one newer than it, or undefined: pass. */
@@ -105,7 +129,17 @@ export function createCredentialResolver(deps: CredentialDeps) {
     if (!current.tokens) throw new GatewayError('login_required');
 
     const resource = route.resource;
-    const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined => (resource ? t.resources?.[resource] : t);
+    const exchanged = route.tokenExchange ? { ...route, tokenExchange: route.tokenExchange } : undefined;
+    const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined =>
+      exchanged ? exchangedToken(t, exchanged) : resource ? t.resources?.[resource] : t;
+    // The refusal cooldown is per session and token kind: the sign-in token, a resource's, a route's exchanged one.
+    const cooldownKey = exchanged ? `exchange ${exchanged.path}` : resource;
+    const renewal = (t: TokenSet): { fn: RefreshFn; needsRefreshToken: boolean } => {
+      if (!exchanged) return { fn: refreshFor(resource, auth.sub), needsRefreshToken: true };
+      // An exchange needs a fresh subject token: refresh the session's own first (proxy/token-exchange.ts).
+      if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, auth.sub), needsRefreshToken: true };
+      return { fn: exchangeFor(exchanged, exchange), needsRefreshToken: false };
+    };
 
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? pick(current.tokens) : undefined;
@@ -115,8 +149,9 @@ export function createCredentialResolver(deps: CredentialDeps) {
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
       // is not refreshed again on the next call.
-      if (isRefused && !(await refused.cooldown.session(session.digest, resource, current.version))) return undefined;
-      current = await refresher.refresh(session.digest, current, refreshFor(resource, auth.sub), { handle: auth.handle });
+      if (isRefused && !(await refused.cooldown.session(session.digest, cooldownKey, current.version))) return undefined;
+      const { fn, needsRefreshToken } = renewal(current.tokens as TokenSet);
+      current = await refresher.refresh(session.digest, current, fn, { handle: auth.handle, needsRefreshToken });
     }
     const token = current.tokens ? pick(current.tokens) : undefined;
     if (!token) throw new GatewayError('token_refresh_failed');
@@ -124,6 +159,22 @@ export function createCredentialResolver(deps: CredentialDeps) {
   }
 
   const bearer = (token: string): Credential => ({ header: 'authorization', value: `Bearer ${token}` });
+
+  /**
+   * RFC 9449 §7.1: `Authorization: DPoP` and a proof per attempt. A session without a DPoP key
+   * (signed in before DPoP was switched on) cannot call a DPoP route: 401 login_required, so
+   * that the SPA signs in again and gets a bound session (fail closed: never a bearer token
+   * to an upstream configured for sender-constrained ones).
+   */
+  async function userCredential(route: CompiledRoute, session: LoadedSession, token: string): Promise<Credential> {
+    if (!route.dpop) return bearer(token);
+    const sealed = session.tokens?.sealed;
+    const key = sealed ? vault.open(session.digest, sealed)?.dpopKey : undefined;
+    if (!key) {
+      throw new GatewayError('login_required', { description: 'This API needs a sender-constrained (DPoP) session; sign in again.' });
+    }
+    return { header: 'authorization', value: `DPoP ${token}`, dpop: await deps.dpopProofs.attach(key, token, originOf(route.target)) };
+  }
   const clientRequest = (route: CompiledRoute) => ({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) });
 
   /** The credential for `route`, or undefined to forward without one. */
@@ -133,10 +184,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
         return undefined;
       case 'user':
         if (!session) throw new GatewayError('login_required');
-        return bearer(await userAccessToken(session, route));
+        return userCredential(route, session, await userAccessToken(session, route));
       case 'user-optional':
         if (!session?.auth || !session.tokens?.sealed) return undefined;
-        return bearer(await userAccessToken(session, route));
+        return userCredential(route, session, await userAccessToken(session, route));
       case 'apiKey':
         return route.apiKey ? { header: route.apiKey.header.toLowerCase(), value: route.apiKey.value } : undefined;
       case 'client':
@@ -156,7 +207,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
       case 'user-optional': {
         if (!session) throw new GatewayError('login_required');
         const next = await userAccessToken(session, route, { token, cooldown: deps.refusals });
-        return next === undefined ? PASS : bearer(next);
+        return next === undefined ? PASS : userCredential(route, session, next);
       }
       case 'client': {
         const next = await deps.clientTokens.renew(clientRequest(route), token);

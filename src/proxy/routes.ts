@@ -25,10 +25,16 @@ function segmentCount(path: string): number {
   return count;
 }
 
-export function compileRoute(route: RouteConfig): CompiledRoute {
+/**
+ * @param globalDpop `oidc.dpop`: every user route without a token exchange sends DPoP (an
+ *   exchanged token is a bearer token for its own audience).
+ */
+export function compileRoute(route: RouteConfig, globalDpop = false): CompiledRoute {
   const segments = segmentCount(route.path);
+  const userRoute = route.auth === 'user' || route.auth === 'user-optional';
   return {
     ...route,
+    dpop: route.dpop || (globalDpop && userRoute && route.tokenExchange === undefined),
     upstreamPath(requestPath) {
       if (!route.stripPrefix) return requestPath;
       // By segments, not characters: `/api/a%21b` under route `/api/a!b` loses both segments.
@@ -42,9 +48,9 @@ export function compileRoute(route: RouteConfig): CompiledRoute {
   };
 }
 
-export function compileRoutes(routes: readonly RouteConfig[]): { routes: CompiledRoute[]; match: RouteMatcher } {
+export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false): { routes: CompiledRoute[]; match: RouteMatcher } {
   const compiled = routes
-    .map((route) => ({ route: compileRoute(route), decoded: decodePath(route.path) }))
+    .map((route) => ({ route: compileRoute(route, globalDpop), decoded: decodePath(route.path) }))
     .sort((a, b) => b.decoded.length - a.decoded.length);
   return {
     routes: compiled.map((c) => c.route),

@@ -21,6 +21,7 @@ import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
+import { dpopChallenge, parseNonce } from '../crypto/dpop.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -44,6 +45,16 @@ export interface UpstreamOptions {
 export interface Credential {
   header: string;
   value: string;
+  /** RFC 9449: the request also carries a proof, made afresh for each attempt. */
+  dpop?: DpopAttachment;
+}
+
+/** Makes DPoP proofs for one credential (proxy/dpop-proofs.ts). */
+export interface DpopAttachment {
+  /** A fresh proof for this method and target URI (no query). */
+  proof(htm: string, htu: string): string;
+  /** A DPoP-Nonce the upstream sent: used by the next proofs, shared with the other instances. */
+  nonce(value: string): void;
 }
 
 /**
@@ -75,10 +86,15 @@ const RETRY = Symbol('retry');
 /** Whether the current upstream attempt went out on a pooled (reused) connection; then whether it was resent. */
 const POOLED = Symbol('pooled');
 const RESENT = Symbol('resent');
+/** The DPoP attachment of the current attempt (DPoP routes only), and whether its nonce retry was spent. */
+const DPOP = Symbol('dpop');
+const NONCE_RETRIED = Symbol('nonce-retried');
 type Retriable = http.IncomingMessage & {
   [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
   [POOLED]?: boolean;
   [RESENT]?: true;
+  [DPOP]?: { attachment: DpopAttachment; bodyless: boolean };
+  [NONCE_RETRIED]?: true;
 };
 
 /**
@@ -117,9 +133,25 @@ function rejectsToken(proxyRes: http.IncomingMessage): boolean {
   return /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''));
 }
 
+/**
+ * RFC 9449 §7.1, §8.2: a DPoP route's answer may carry a new nonce (kept for the next proofs),
+ * and a 401 `DPoP error="use_dpop_nonce"` is answered by one retry with a proof that carries it
+ * (body-less requests only: a streamed body cannot be sent twice). True when it retries.
+ */
+function dpopNonceRetry(proofs: { attachment: DpopAttachment; bodyless: boolean }, proxyRes: http.IncomingMessage, req: Retriable): boolean {
+  const nonce = parseNonce(proxyRes.headers['dpop-nonce']);
+  if (nonce === undefined) return false;
+  proofs.attachment.nonce(nonce);
+  if (proxyRes.statusCode !== 401 || !proofs.bodyless || req[NONCE_RETRIED]) return false;
+  return dpopChallenge(proxyRes.headers['www-authenticate'])?.error === 'use_dpop_nonce';
+}
+
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie } = options;
   const target = new URL(route.target);
+  // RFC 9449 §4.2 htu: the URI the upstream is called at (target origin and base path, the
+  // forwarded canonical path), without query and fragment.
+  const htuBase = `${target.origin}${target.pathname.replace(/\/+$/, '')}`;
   const agent =
     target.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' })
@@ -167,7 +199,20 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       if (value === undefined) delete headers[name];
       else headers[name] = value;
     }
-    if (credential) headers[credential.header] = credential.value;
+    // The gateway owns DPoP for its upstreams: a browser's own proof never goes through.
+    if (headers.dpop !== undefined) delete headers.dpop;
+    if (credential) {
+      headers[credential.header] = credential.value;
+      if (credential.dpop) addProof(req, credential.dpop);
+    }
+  }
+
+  function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = route.upstreamPath(q === -1 ? url : url.slice(0, q));
+    req.headers.dpop = attachment.proof(req.method ?? 'GET', `${htuBase}${path}`);
+    (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req) };
   }
 
   const base = {
@@ -230,6 +275,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       ...on,
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
+        const proofs = (req as Retriable)[DPOP];
+        if (proofs !== undefined && dpopNonceRetry(proofs, proxyRes, req as Retriable)) {
+          (req as Retriable)[NONCE_RETRIED] = true;
+          proxyRes.resume();
+          addProof(req, proofs.attachment);
+          resend(req, res)?.catch((err: unknown) => options.onError(err instanceof Error ? err : new Error(String(err)), req, res));
+          return;
+        }
         if (proxyRes.statusCode === 401 && options.stepUp) {
           const stepUp = options.stepUp(req, proxyRes.headers['www-authenticate']);
           if (stepUp) {
@@ -252,7 +305,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
             if (credential === 'pass') return passThrough(proxyRes, res, isGatewayCookie);
             proxyRes.resume();
             if (pending.header !== undefined) delete req.headers[pending.header];
+            if (req.headers.dpop !== undefined) delete req.headers.dpop;
             if (credential) req.headers[credential.header] = credential.value;
+            if (credential?.dpop) addProof(req, credential.dpop);
             // req was consumed by the first attempt; an empty stream stands in for its body.
             return resend(req, res);
           })

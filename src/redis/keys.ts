@@ -36,6 +36,8 @@ export interface Keys {
    */
   refusedSessionToken(sessionDigest: string, resourceDigest: string): string;
   refusedClientToken(cacheKey: string): string;
+  /** Latest DPoP-Nonce of one server, by digest of its origin (redis/dpop-nonces.ts). */
+  dpopNonce(originDigest: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
 }
@@ -54,6 +56,7 @@ export function createKeys(prefix: string): Keys {
     clientTokenLock: (k) => `${prefix}cc-lock:{${k}}`,
     refusedSessionToken: (d, r) => `${prefix}refused:{${d}}:${r}`,
     refusedClientToken: (k) => `${prefix}cc-refused:{${k}}`,
+    dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
   };
 }

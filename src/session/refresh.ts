@@ -37,6 +37,11 @@ export type RefreshOutcome = 'success' | 'invalid_grant' | 'failure' | 'shared';
 /** Who is refreshing, for the log line: the session's public handle (never the digest or cookie). */
 export interface RefreshContext {
   handle?: string;
+  /**
+   * False for a renewal that does not use the refresh token (a token exchange, RFC 8693): it
+   * runs without one. Default true: no refresh token means login_required.
+   */
+  needsRefreshToken?: boolean;
 }
 
 export interface RefreshReport extends RefreshContext {
@@ -116,7 +121,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       return newer;
     }
     const current = latest?.tokens;
-    if (!current?.refreshToken) throw new GatewayError('login_required');
+    if (!current || (context.needsRefreshToken !== false && !current.refreshToken)) throw new GatewayError('login_required');
 
     let next: TokenSet;
     try {

@@ -1,4 +1,5 @@
 /** The token set kept (sealed) in a session, and pure checks on it. The clock is passed in. */
+import type { DpopPrivateJwk } from '../crypto/dpop.js';
 
 export interface ResourceToken {
   accessToken: string;
@@ -16,6 +17,13 @@ export interface TokenSet {
   scope?: string;
   /** RFC 8707 audience-restricted access tokens, by resource URI. */
   resources?: Record<string, ResourceToken>;
+  /** RFC 8693 exchanged access tokens, by route path (proxy/token-exchange.ts). */
+  exchanged?: Record<string, ResourceToken>;
+  /**
+   * RFC 9449: the session's DPoP private key, sealed with the tokens it binds (never in the
+   * browser). Every token set of the session carries it on, refreshes included.
+   */
+  dpopKey?: DpopPrivateJwk;
 }
 
 /** Access tokens without expires_in are treated as living this long (RFC 6749 §5.1 leaves it open). */

@@ -3,6 +3,7 @@
  * `state`, sealed (the verifier and nonce are secrets), short-lived, and taken exactly once
  * (GETDEL), so a replayed callback finds nothing.
  */
+import type { DpopPrivateJwk } from '../crypto/dpop.js';
 import type { Sealer } from '../crypto/seal.js';
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
@@ -27,6 +28,8 @@ export interface LoginTransaction {
    * the ID token against (OIDC Core §3.1.3.7). Sealed with the rest.
    */
   asked?: { acrValues?: string[]; maxAge?: number };
+  /** RFC 9449: the key whose thumbprint went out as `dpop_jkt`; it becomes the session's. */
+  dpopKey?: DpopPrivateJwk;
 }
 
 /** How full the set of login transactions is: for the global cap on logins in progress. */

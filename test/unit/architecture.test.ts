@@ -74,7 +74,8 @@ describe('architecture', () => {
     ['config', ['errors']],
     ['crypto', ['errors']],
     ['redis', ['errors', 'config']],
-    ['oidc', ['errors', 'config']],
+    // oidc → crypto: token-endpoint DPoP proofs use the session key's format (crypto/dpop.ts, pure).
+    ['oidc', ['errors', 'config', 'crypto']],
     ['session', ['errors', 'config', 'crypto', 'redis']],
     ['proxy', ['errors', 'config', 'crypto', 'redis', 'session', 'oidc']],
     ['dev', []],

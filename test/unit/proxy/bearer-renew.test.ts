@@ -11,6 +11,8 @@ import { createRefusalCooldown } from '../../../src/proxy/refusal-cooldown.js';
 import { createCredentialResolver, PASS, type LoadedSession } from '../../../src/proxy/bearer.js';
 import type { ClientTokens } from '../../../src/proxy/client-token.js';
 import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js';
+import type { DpopProofs } from '../../../src/proxy/dpop-proofs.js';
+import type { DpopNonces } from '../../../src/redis/dpop-nonces.js';
 import type { ProviderHandle } from '../../../src/oidc/client.js';
 import { createKeys } from '../../../src/redis/keys.js';
 import { createMemoryRedis } from '../../../src/redis/memory.js';
@@ -57,6 +59,9 @@ const resolver = () =>
     clock: Date.now,
     clientTokens: {} as ClientTokens,
     refusals: createRefusalCooldown({ redis, keys }),
+    // No route here uses DPoP: neither is reached.
+    dpopNonces: {} as DpopNonces,
+    dpopProofs: {} as DpopProofs,
   });
 
 /** The session as a request that started now would have loaded it. */

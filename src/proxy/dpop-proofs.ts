@@ -1,0 +1,53 @@
+/**
+ * The DPoP side of a proxied call (RFC 9449 §7): for a session's key and access token, an
+ * attachment that makes a fresh proof per upstream attempt (`htm`, `htu` of the canonical
+ * upstream URL, `ath`, `jti`, `iat`, and the upstream's latest nonce) and takes in the nonces
+ * the upstream sends back.
+ *
+ * The imported key (crypto/dpop.ts ProofSigner) is kept per opened token set in a WeakMap: the
+ * vault hands out the same opened object while the stored value is unchanged, so a steady
+ * stream of calls imports the key once and the entry goes with the token set, without a size
+ * bound to tune. Nonces come from redis/dpop-nonces.ts (memory first, Redis once per origin).
+ */
+import { createProofSigner, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
+import type { DpopNonces } from '../redis/dpop-nonces.js';
+import type { DpopAttachment } from './upstream.js';
+
+export interface DpopProofs {
+  attach(key: DpopPrivateJwk, accessToken: string, upstreamOrigin: string): Promise<DpopAttachment>;
+}
+
+export interface DpopProofsOptions {
+  nonces: DpopNonces;
+  clock: () => number;
+}
+
+export function createDpopProofs(options: DpopProofsOptions): DpopProofs {
+  const { nonces, clock } = options;
+  const signers = new WeakMap<DpopPrivateJwk, ProofSigner>();
+
+  function signerFor(key: DpopPrivateJwk): ProofSigner {
+    let signer = signers.get(key);
+    if (!signer) {
+      signer = createProofSigner(key);
+      signers.set(key, signer);
+    }
+    return signer;
+  }
+
+  return {
+    async attach(key, accessToken, upstreamOrigin) {
+      const signer = signerFor(key);
+      let nonce = await nonces.get(upstreamOrigin);
+      return {
+        proof: (htm, htu) =>
+          signer.proof({ htm, htu, accessToken, ...(nonce !== undefined ? { nonce } : {}) }, Math.floor(clock() / 1000)),
+        nonce(value) {
+          if (value === nonce) return;
+          nonce = value;
+          nonces.put(upstreamOrigin, value);
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * RFC 8693 token exchange for a route with `tokenExchange` (SPEC §4): the session's access token
+ * is traded for one meant for the route's API (`audience`, `scope`, `resource`), kept in the
+ * session's sealed token set under the route's path, and traded again when it expires within
+ * `refreshSkewSeconds`.
+ *
+ * It runs through the refresh coordinator (session/refresh.ts) as a refresh does: one provider
+ * call per expiry across requests and instances (lock + re-read + version compare-and-set), and
+ * the exchanged token is written in the same atomic write as the rest of the set, so an older
+ * set never overwrites it. The subject must be fresh: when the session's own token is about to
+ * expire, the caller refreshes that first (its own coordinated write) and exchanges after, so a
+ * failed exchange can never lose a rotated refresh token.
+ */
+import type { CompiledRoute } from './routes.js';
+import type { RefreshFn } from '../session/refresh.js';
+import type { ResourceToken, TokenSet } from '../session/tokens.js';
+import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
+
+export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
+
+/** The route's exchanged token in a token set, if there is one. */
+export function exchangedToken(tokens: TokenSet, route: CompiledRoute): ResourceToken | undefined {
+  return tokens.exchanged?.[route.path];
+}
+
+/** The RefreshFn that exchanges the set's access token for the route's and adds it to the set. */
+export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequest }, exchange: Exchange): RefreshFn {
+  return async (current) => {
+    const got = await exchange(current.accessToken, route.tokenExchange);
+    const token: ResourceToken = {
+      accessToken: got.accessToken,
+      ...(got.expiresAt !== undefined ? { expiresAt: got.expiresAt } : {}),
+      ...(got.scope !== undefined ? { scope: got.scope } : {}),
+    };
+    return { ...current, exchanged: { ...current.exchanged, [route.path]: token } };
+  };
+}
