@@ -21,12 +21,16 @@ export interface Demo {
 /** The demo API's resource indicator: tokens for it are JWTs with this audience. */
 export const demoApiAudience = (config: Config) => `http://localhost:${config.dev?.api.port ?? 4001}`;
 
+/** The audience of the demo's token-exchange route (RFC 8693): the demo API's "ledger". */
+export const demoLedgerAudience = (config: Config) => `${demoApiAudience(config)}/ledger`;
+
 export async function startDemo(config: Config, options: { logger?: Logger } = {}): Promise<Demo> {
   const dev = config.dev;
   if (!dev) throw new StartupError('the demo needs a dev: section');
   const logger = options.logger ?? createLogger({ level: config.log.level });
   const host = config.server.host;
   const audience = demoApiAudience(config);
+  const ledgerAudience = demoLedgerAudience(config);
   const { derived, server, oidc } = config;
 
   const idp = await createDevIdp({
@@ -39,17 +43,25 @@ export async function startDemo(config: Config, options: { logger?: Logger } = {
         redirect_uris: [derived.redirectUri],
         post_logout_redirect_uris: [derived.postLogoutRedirectUri],
         backchannel_logout_uri: `${derived.publicOrigin}${server.authPath}/backchannel-logout`,
-        grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
+        grant_types: ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:token-exchange'],
       },
     ],
-    scopes: { 'api:read': 'Read data from the demo API' },
-    resourceServers: { [audience]: { scope: 'api:read' } },
+    scopes: { 'api:read': 'Read data from the demo API', 'ledger:read': 'Read the demo ledger' },
+    resourceServers: { [audience]: { scope: 'api:read' }, [ledgerAudience]: { scope: 'ledger:read' } },
+    // DPoP with nonces (RFC 9449 §8), so the demo exercises the nonce round trip too.
+    dpopNonces: true,
     defaultResource: audience,
     ttl: devTtlFromEnv(),
     logger: (line) => logger.debug({ component: 'dev-idp' }, line),
   });
   const idpServer = await idp.listen(dev.idp.port, host);
-  const api = createDemoApi({ issuer: oidc.issuer, audience, requiredScope: 'api:read' });
+  const api = createDemoApi({
+    issuer: oidc.issuer,
+    audience,
+    requiredScope: 'api:read',
+    otherAudiences: { [ledgerAudience]: 'ledger:read' },
+    dpop: { requireNonce: true },
+  });
   let apiServer: Awaited<ReturnType<typeof api.listen>>;
   try {
     apiServer = await api.listen(dev.api.port, host);

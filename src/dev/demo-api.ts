@@ -9,6 +9,7 @@ import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createDpopChecker, type DpopCheckerOptions } from './demo-api-dpop.js';
 
 export interface DemoApiOptions {
   issuer: string;
@@ -18,6 +19,13 @@ export interface DemoApiOptions {
   /** Default: the `jwks_uri` from `<issuer>/.well-known/openid-configuration`. */
   jwksUri?: string;
   clockToleranceSeconds?: number;
+  /**
+   * Further audiences accepted (e.g. a token-exchange target, RFC 8693), each with the
+   * space-separated scopes its tokens need instead of `requiredScope`.
+   */
+  otherAudiences?: Record<string, string>;
+  /** RFC 9449: `Authorization: DPoP` is always accepted with a valid proof; these tune the checks. */
+  dpop?: DpopCheckerOptions;
 }
 
 export interface DemoApi {
@@ -34,6 +42,8 @@ export interface DemoApiAnswer {
   clientId: string | null;
   method: string;
   path: string;
+  /** `dpop` when the token is DPoP-bound and the request's proof held (RFC 9449). */
+  scheme: 'bearer' | 'dpop';
 }
 
 const REALM = 'demo-api';
@@ -63,6 +73,9 @@ const isTokenError = (err: unknown): boolean => TOKEN_ERRORS.some((type) => err 
 
 export function createDemoApi(options: DemoApiOptions): DemoApi {
   const required = splitScopes(options.requiredScope);
+  const otherAudiences = options.otherAudiences ?? {};
+  const audiences = [options.audience, ...Object.keys(otherAudiences)];
+  const dpop = createDpopChecker(options.dpop);
   const clockTolerance = options.clockToleranceSeconds ?? 5;
   let keySet: Promise<KeySet> | undefined;
 
@@ -84,7 +97,7 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
     try {
       const { payload } = await jwtVerify(token, jwks, {
         issuer: options.issuer,
-        audience: options.audience,
+        audience: audiences,
         algorithms: ALGORITHMS,
         clockTolerance,
         requiredClaims: ['exp'],
@@ -119,6 +132,10 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
         'WWW-Authenticate': `Bearer realm="${REALM}", error="invalid_token", error_description=${quoted(description)}`,
       });
     if (credentials.kind === 'malformed') return unauthorized('The Authorization header is not a well-formed Bearer token.');
+    const nonceHeader = (): Record<string, string> => {
+      const nonce = dpop.currentNonce();
+      return nonce ? { 'DPoP-Nonce': nonce } : {};
+    };
 
     let claims: JWTPayload;
     try {
@@ -133,12 +150,35 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
       return unauthorized(describeTokenError(err));
     }
 
+    const bound = typeof (claims.cnf as { jkt?: unknown } | undefined)?.jkt === 'string';
+    if (credentials.kind === 'dpop') {
+      const refusal = await dpop.check({
+        method: req.method ?? 'GET',
+        htu: `http://${req.headers.host ?? ''}${path}`,
+        proof: req.headers.dpop,
+        accessToken: credentials.token,
+        claims,
+      });
+      if (refusal) {
+        return send(res, 401, { error: refusal.error, error_description: refusal.description }, {
+          'WWW-Authenticate': `DPoP realm="${REALM}", error="${refusal.error}", error_description=${quoted(refusal.description)}`,
+          ...(refusal.error === 'use_dpop_nonce' ? { 'DPoP-Nonce': refusal.nonce } : nonceHeader()),
+        });
+      }
+    } else if (bound) {
+      // RFC 9449 §7.2: a DPoP-bound token presented as a bearer token proves nothing.
+      return unauthorized('The access token is DPoP-bound and must be sent with a DPoP proof.');
+    }
+
+    const aud = claims.aud;
+    const audience = (Array.isArray(aud) ? aud : [aud]).find((a): a is string => typeof a === 'string' && a in otherAudiences);
+    const needed = audience !== undefined ? splitScopes(otherAudiences[audience] ?? '') : required;
     const scopes = tokenScopes(claims);
-    const missing = required.filter((s) => !scopes.includes(s));
+    const missing = needed.filter((s) => !scopes.includes(s));
     if (missing.length > 0) {
       const description = `The access token lacks the scope ${missing.join(' ')}.`;
       return send(res, 403, { error: 'insufficient_scope', error_description: description }, {
-        'WWW-Authenticate': `Bearer realm="${REALM}", error="insufficient_scope", scope=${quoted(required.join(' '))}, error_description=${quoted(description)}`,
+        'WWW-Authenticate': `${credentials.kind === 'dpop' ? 'DPoP' : 'Bearer'} realm="${REALM}", error="insufficient_scope", scope=${quoted(needed.join(' '))}, error_description=${quoted(description)}`,
       });
     }
 
@@ -151,8 +191,9 @@ export function createDemoApi(options: DemoApiOptions): DemoApi {
       clientId: stringClaim(claims, 'client_id') ?? stringClaim(claims, 'azp') ?? null,
       method: req.method ?? 'GET',
       path,
+      scheme: credentials.kind,
     };
-    return send(res, 200, answer);
+    return send(res, 200, answer, credentials.kind === 'dpop' ? nonceHeader() : {});
   }
 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
@@ -205,17 +246,18 @@ async function resolveJwksUri(options: DemoApiOptions): Promise<string> {
   return jwksUri;
 }
 
-type Credentials = { kind: 'none' } | { kind: 'malformed' } | { kind: 'bearer'; token: string };
+type Credentials = { kind: 'none' } | { kind: 'malformed' } | { kind: 'bearer' | 'dpop'; token: string };
 
 function bearerCredentials(header: string | undefined): Credentials {
   if (header === undefined || header.trim() === '') return { kind: 'none' };
   const [scheme, ...rest] = header.trim().split(/ +/);
-  // Another scheme (Basic, DPoP...) carries no bearer credentials: same answer as none at all.
-  if (scheme?.toLowerCase() !== 'bearer') return { kind: 'none' };
+  // Another scheme (Basic...) carries no bearer credentials: same answer as none at all.
+  const kind = scheme?.toLowerCase();
+  if (kind !== 'bearer' && kind !== 'dpop') return { kind: 'none' };
   const token = rest.length === 1 ? rest[0] : undefined;
   // RFC 6750 §2.1 b64token syntax.
   if (!token || !/^[A-Za-z0-9\-._~+/]+=*$/.test(token)) return { kind: 'malformed' };
-  return { kind: 'bearer', token };
+  return { kind, token };
 }
 
 function describeTokenError(err: unknown): string {

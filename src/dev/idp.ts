@@ -17,6 +17,7 @@ import { signingKeys } from './idp/keys.js';
 import { installProviderMiddleware, reportProviderEvents } from './idp/provider-events.js';
 import { failRequest, route } from './idp/routes.js';
 import { DevStore } from './idp/store.js';
+import { registerTokenExchange } from './idp/token-exchange.js';
 import { DEFAULT_TTL } from './idp/ttl.js';
 import type { DevIdp, DevIdpCounters, DevIdpOptions } from './idp/types.js';
 
@@ -60,6 +61,7 @@ export async function createDevIdp(options: DevIdpOptions): Promise<DevIdp> {
     log,
   };
   installProviderMiddleware(env);
+  registerTokenExchange(env);
   reportProviderEvents(env);
 
   const providerCallback = provider.callback();

@@ -127,6 +127,11 @@ export function buildConfiguration(input: ConfigInput): Configuration {
       revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       introspection: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       backchannelLogout: { enabled: true },
+      // DPoP-bound tokens (cnf.jkt) for requests with a proof; `dpop_jkt` at authorization.
+      dPoP: {
+        enabled: true,
+        ...(options.dpopNonces ? { nonceSecret: randomBytes(32), requireNonce: () => true } : {}),
+      },
       clientCredentials: { enabled: true },
       userinfo: { enabled: true },
       rpInitiatedLogout: { enabled: true, logoutSource, postLogoutSuccessSource },

@@ -75,6 +75,11 @@ export interface DevIdpOptions {
    * see the parameters in the browser's URL unless they ask), offered, or required.
    */
   pushedAuthorizationRequests?: 'off' | 'offered' | 'required';
+  /**
+   * RFC 9449 §8: the token endpoint demands a DPoP nonce in every proof (answering
+   * `use_dpop_nonce` with a fresh one first). Default false: proofs without a nonce are fine.
+   */
+  dpopNonces?: boolean;
 }
 
 export interface DevIdpCounters {
