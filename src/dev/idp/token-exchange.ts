@@ -20,7 +20,7 @@ import { splitScope } from './helpers.js';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
-const PARAMS = ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'actor_token', 'actor_token_type'];
+const PARAMS = ['scope', 'resource', 'subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'actor_token', 'actor_token_type'];
 
 interface ExchangeParams {
   subject_token?: string;
