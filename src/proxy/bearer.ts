@@ -166,8 +166,12 @@ export function createCredentialResolver(deps: CredentialDeps) {
    * that the SPA signs in again and gets a bound session (fail closed: never a bearer token
    * to an upstream configured for sender-constrained ones).
    */
-  async function userCredential(route: CompiledRoute, session: LoadedSession, token: string): Promise<Credential> {
-    if (!route.dpop) return bearer(token);
+  function userCredential(route: CompiledRoute, session: LoadedSession, token: string): Credential | Promise<Credential> {
+    // A bearer route pays nothing for DPoP: no extra await, no lookup.
+    return route.dpop ? dpopCredential(route, session, token) : bearer(token);
+  }
+
+  async function dpopCredential(route: CompiledRoute, session: LoadedSession, token: string): Promise<Credential> {
     const sealed = session.tokens?.sealed;
     const key = sealed ? vault.open(session.digest, sealed)?.dpopKey : undefined;
     if (!key) {

@@ -9,9 +9,34 @@
  * stream of calls imports the key once and the entry goes with the token set, without a size
  * bound to tune. Nonces come from redis/dpop-nonces.ts (memory first, Redis once per origin).
  */
-import { createProofSigner, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
+import type { IncomingMessage } from 'node:http';
+import { createProofSigner, dpopChallenge, parseNonce, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
-import type { DpopAttachment } from './upstream.js';
+
+/** Makes DPoP proofs for one credential. */
+export interface DpopAttachment {
+  /** A fresh proof for this method and target URI (no query). */
+  proof(htm: string, htu: string): string;
+  /** A DPoP-Nonce the upstream sent: used by the next proofs, shared with the other instances. */
+  nonce(value: string): void;
+}
+
+/**
+ * RFC 9449 §7.1, §8.2: a DPoP route's answer may carry a new nonce (kept for the next proofs),
+ * and a 401 `DPoP error="use_dpop_nonce"` is answered by one retry with a proof that carries it
+ * (body-less requests only: a streamed body cannot be sent twice). True when it should retry.
+ */
+export function retryForNonce(
+  proofs: { attachment: DpopAttachment; bodyless: boolean },
+  answer: Pick<IncomingMessage, 'statusCode' | 'headers'>,
+  alreadyRetried: boolean,
+): boolean {
+  const nonce = parseNonce(answer.headers['dpop-nonce']);
+  if (nonce === undefined) return false;
+  proofs.attachment.nonce(nonce);
+  if (answer.statusCode !== 401 || !proofs.bodyless || alreadyRetried) return false;
+  return dpopChallenge(answer.headers['www-authenticate'])?.error === 'use_dpop_nonce';
+}
 
 export interface DpopProofs {
   attach(key: DpopPrivateJwk, accessToken: string, upstreamOrigin: string): Promise<DpopAttachment>;

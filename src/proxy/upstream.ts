@@ -21,7 +21,7 @@ import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
-import { dpopChallenge, parseNonce } from '../crypto/dpop.js';
+import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -47,14 +47,6 @@ export interface Credential {
   value: string;
   /** RFC 9449: the request also carries a proof, made afresh for each attempt. */
   dpop?: DpopAttachment;
-}
-
-/** Makes DPoP proofs for one credential (proxy/dpop-proofs.ts). */
-export interface DpopAttachment {
-  /** A fresh proof for this method and target URI (no query). */
-  proof(htm: string, htu: string): string;
-  /** A DPoP-Nonce the upstream sent: used by the next proofs, shared with the other instances. */
-  nonce(value: string): void;
 }
 
 /**
@@ -131,19 +123,6 @@ function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, i
 function rejectsToken(proxyRes: http.IncomingMessage): boolean {
   if (proxyRes.statusCode !== 401) return false;
   return /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''));
-}
-
-/**
- * RFC 9449 §7.1, §8.2: a DPoP route's answer may carry a new nonce (kept for the next proofs),
- * and a 401 `DPoP error="use_dpop_nonce"` is answered by one retry with a proof that carries it
- * (body-less requests only: a streamed body cannot be sent twice). True when it retries.
- */
-function dpopNonceRetry(proofs: { attachment: DpopAttachment; bodyless: boolean }, proxyRes: http.IncomingMessage, req: Retriable): boolean {
-  const nonce = parseNonce(proxyRes.headers['dpop-nonce']);
-  if (nonce === undefined) return false;
-  proofs.attachment.nonce(nonce);
-  if (proxyRes.statusCode !== 401 || !proofs.bodyless || req[NONCE_RETRIED]) return false;
-  return dpopChallenge(proxyRes.headers['www-authenticate'])?.error === 'use_dpop_nonce';
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
@@ -276,7 +255,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
         const proofs = (req as Retriable)[DPOP];
-        if (proofs !== undefined && dpopNonceRetry(proofs, proxyRes, req as Retriable)) {
+        if (proofs !== undefined && retryForNonce(proofs, proxyRes, (req as Retriable)[NONCE_RETRIED] === true)) {
           (req as Retriable)[NONCE_RETRIED] = true;
           proxyRes.resume();
           addProof(req, proofs.attachment);
