@@ -1,0 +1,98 @@
+/**
+ * DPoP against providers that do not (quite) do it, behind the tampering front: one whose
+ * metadata lists no ES256 in dpop_signing_alg_values_supported is refused like a foreign issuer
+ * (/readyz 503, one log line naming why, no login starts), and one that answers a code exchange
+ * carrying a proof with a plain bearer token is refused (no session: fail closed, never a
+ * silent downgrade).
+ *
+ * Mutation that fails it (checked by hand): in src/oidc/dpop.ts requireBound, return early
+ * (`return;` first): the sign-in with a bearer answer succeeds.
+ */
+import http from 'node:http';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { isGrant, startFrontedProvider, startProviderFront, type FrontRequest, type ProviderFront } from '../../support/provider-front.js';
+import { eventually } from '../../support/wait.js';
+
+let front: ProviderFront;
+let provider: TestProvider;
+let first: Awaited<ReturnType<typeof reserveServer>>;
+let second: Awaited<ReturnType<typeof reserveServer>>;
+
+beforeAll(async () => {
+  front = await startProviderFront();
+  [first, second] = await Promise.all([reserveServer(), reserveServer()]);
+  // One registration for both tests' gateways (each test has its own listening server).
+  const redirects = [first, second].map((r) => `${r.url}/auth/callback`);
+  provider = await startFrontedProvider(front, { clients: [gatewayClient(first.url, { redirect_uris: redirects })] });
+});
+
+afterAll(async () => {
+  await provider?.close();
+  await front?.close();
+});
+
+beforeEach(() => front.intercept(undefined));
+
+const dpopConfig = (publicUrl: string) =>
+  buildTestConfig({ issuer: front.url, publicUrl, routes: [{ path: '/api', target: 'http://127.0.0.1:9', auth: 'user', dpop: true }] });
+
+/** The provider's own answer to `req`, asked behind the front as the front forwards (Host kept: DPoP htu). */
+function behind(req: FrontRequest): Promise<Record<string, unknown>> {
+  const query = req.query.toString();
+  return new Promise((resolve, reject) => {
+    const ask = http.request(
+      { host: '127.0.0.1', port: provider.port, method: req.method, path: `${req.path}${query ? `?${query}` : ''}`, headers: req.headers },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (c: Buffer) => chunks.push(c));
+        answer.on('end', () => resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>));
+        answer.on('error', reject);
+      },
+    );
+    ask.on('error', reject);
+    ask.end(req.body);
+  });
+}
+
+describe('DPoP and the provider', () => {
+  it('refuses a provider whose metadata lists no ES256 for DPoP: /readyz 503, the reason logged, no login', async () => {
+    front.intercept(async (req) => {
+      if (req.path !== '/.well-known/openid-configuration') return undefined;
+      const metadata = await behind(req);
+      delete metadata.dpop_signing_alg_values_supported;
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(metadata) };
+    });
+    const gw: TestGateway = await startTestGateway(dpopConfig(first.url), first, { waitForProvider: false });
+    try {
+      await eventually('a refused discovery', 10_000, () => gw.logs.some((l) => l.includes('dpop_signing_alg_values_supported')));
+      expect((await fetch(`${gw.url}/readyz`)).status).toBe(503);
+      expect((await new BrowserClient().get(`${gw.url}/auth/login`)).status).toBe(503);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('refuses a sign-in whose code exchange, sent with a proof, comes back as a bearer token', async () => {
+    const config = dpopConfig(second.url);
+    const gw = await startTestGateway(config, second);
+    try {
+      front.intercept(async (req) => {
+        if (!isGrant(req, 'authorization_code')) return undefined;
+        const answer = await behind(req);
+        if (answer.token_type !== 'DPoP') throw new Error(`unexpected answer ${JSON.stringify(answer)}`);
+        return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...answer, token_type: 'Bearer' }) };
+      });
+      const client = new BrowserClient();
+      const result = await signIn(client, gw.url);
+      expect(result.callbackUrl.startsWith(`${gw.url}/auth/callback?`)).toBe(true);
+      expect(result.final.status).toBe(400);
+      expect(client.cookies(gw.url)[config.derived.sessionCookieName]).toBeUndefined();
+      expect(gw.logs.some((l) => l.includes('"event":"login_failed"'))).toBe(true);
+    } finally {
+      await gw.close();
+    }
+  });
+});
