@@ -345,4 +345,27 @@ async function start() {
   }
 }
 
+// ---- DPoP and token exchange (issue 15, part 2) ------------------------------------------------
+// "Call API" above already goes through DPoP in the demo (the API's answer says scheme "dpop").
+// This button calls /api/ledger, whose token the gateway exchanges for one meant for the ledger
+// (RFC 8693): the answer shows its own audience and scope. Kept in one block on purpose.
+async function callLedger(event) {
+  const button = event.currentTarget;
+  busy(button, true);
+  view.apiResult.textContent = 'Calling GET /api/ledger/balance…';
+  try {
+    const reply = await gateway('GET', '/api/ledger/balance');
+    view.apiResult.textContent = reply.ok ? JSON.stringify(reply.body, null, 2) : `${reply.status} ${errorText(reply)}`;
+    view.apiResult.dataset.kind = reply.ok ? 'ok' : 'error';
+    if (!reply.ok && errorCode(reply) === 'login_required') showSignedOut('Your session has ended, sign in again.');
+  } catch {
+    view.apiResult.textContent = 'network_error';
+    view.apiResult.dataset.kind = 'error';
+  } finally {
+    busy(button, false);
+  }
+}
+document.getElementById('call-ledger')?.addEventListener('click', callLedger);
+// ---- end of DPoP and token exchange ------------------------------------------------------------
+
 start();
