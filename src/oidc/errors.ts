@@ -11,12 +11,12 @@ import { GatewayError } from '../errors.js';
  * What a failed token-endpoint call (refresh or client credentials) says:
  * - `grant_ended`: `invalid_grant`, or any other 400 (RFC 6749 §5.2), even without a JSON
  *   body: the refresh token will not work again, so retrying only hammers the provider.
- * - `client_rejected`: `invalid_client` (any status) or a bare 401: the gateway's own
+ * - `client_rejected`: `invalid_client` (any status), `invalid_dpop_proof`, or a bare 401: the gateway's own
  *   credentials are refused. Not the user's fault: the session is kept, operators must act.
  * - `request_refused`: `invalid_target` / `invalid_scope` (RFC 8707 §2, RFC 6749 §5.2): the
  *   gateway asked for a resource or scope the grant does not cover (a route's configuration);
  *   the grant itself still works, so the session is kept and operators must act.
- * - `transient`: 5xx, 429, `temporarily_unavailable`, timeouts, network errors, unreadable
+ * - `transient`: 5xx, 429, `temporarily_unavailable`, `use_dpop_nonce`, timeouts, network errors, unreadable
  *   200s: try again later with the same refresh token.
  */
 export type GrantFailure = 'grant_ended' | 'client_rejected' | 'request_refused' | 'transient';
@@ -49,7 +49,11 @@ export function classifyGrantFailure(err: unknown): GrantFailure {
   const { status, error } = providerAnswer(err);
   if (error === 'invalid_client' || (status === 401 && error === undefined)) return 'client_rejected';
   if (error === 'invalid_grant') return 'grant_ended';
-  if (error === 'temporarily_unavailable') return 'transient';
+  // RFC 9449 §8: a nonce the provider refused even after openid-client's one retry (it rotated
+  // meanwhile) says nothing about the grant: try again later with the same refresh token.
+  if (error === 'temporarily_unavailable' || error === 'use_dpop_nonce') return 'transient';
+  // A proof the provider does not accept (clock skew, algorithm): the gateway's side, not the user's.
+  if (error === 'invalid_dpop_proof') return 'client_rejected';
   if (error === 'invalid_target' || error === 'invalid_scope') return 'request_refused';
   if (status === 400) return 'grant_ended';
   return 'transient';

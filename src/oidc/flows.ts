@@ -109,7 +109,7 @@ export async function completeAuthorization(
       expectedNonce: tx.nonce,
       idTokenExpected: true,
     }, undefined, dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined);
-    if (dpop) requireBound(response);
+    if (dpop) requireBound(response, 'invalid_request');
     if (!response.id_token) throw new GatewayError('invalid_request');
     const payload = await verifyIdToken(response.id_token, provider.jwks, {
       issuer: provider.metadata.issuer,
@@ -159,7 +159,8 @@ export async function refreshTokens(
       params,
       dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined,
     );
-    if (dpop) requireBound(response);
+    // A provider answering a refresh with a bearer token: keep the session, try again later.
+    if (dpop) requireBound(response, 'token_refresh_failed');
     const claims = response.claims();
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
     return granted(response, clock, current);
