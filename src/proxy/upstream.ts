@@ -85,7 +85,7 @@ type Retriable = http.IncomingMessage & {
   [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
   [POOLED]?: boolean;
   [RESENT]?: true;
-  [DPOP]?: { attachment: DpopAttachment; bodyless: boolean };
+  [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };
   [NONCE_RETRIED]?: true;
 };
 
@@ -186,12 +186,19 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     }
   }
 
+  /**
+   * The target URI is computed on the first attempt, from the canonical path: HPM rewrites
+   * req.url to the upstream path before sending, and a retry must not rewrite it twice.
+   */
   function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = route.upstreamPath(q === -1 ? url : url.slice(0, q));
-    req.headers.dpop = attachment.proof(req.method ?? 'GET', `${htuBase}${path}`);
-    (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req) };
+    let htu = (req as Retriable)[DPOP]?.htu;
+    if (htu === undefined) {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      htu = `${htuBase}${route.upstreamPath(q === -1 ? url : url.slice(0, q))}`;
+    }
+    req.headers.dpop = attachment.proof(req.method ?? 'GET', htu);
+    (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req), htu };
   }
 
   const base = {

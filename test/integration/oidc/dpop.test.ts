@@ -97,6 +97,7 @@ beforeAll(async () => {
         { path: '/api', target: demo.url, auth: 'user', scopes: ['api:read'], dpop: true },
         { path: '/echo', target: `${echo.url}/base`, auth: 'user', dpop: true },
         { path: '/plain', target: echo.url, auth: 'user' },
+        { path: '/strip', target: `${echo.url}/base`, auth: 'user', dpop: true, stripPrefix: true },
       ],
     },
   });
@@ -212,6 +213,29 @@ describe('DPoP (RFC 9449)', () => {
     expect(dump.length).toBeGreaterThan(0);
     expect(findSecrets(dump, secrets)).toEqual([]);
     expect(findSecrets([...gw.logs, ...gw2.logs].join('\n'), secrets)).toEqual([]);
+  });
+
+  it('keeps the same htu on the nonce retry of a stripPrefix route (the path is rewritten once)', async () => {
+    const { client } = await signedIn();
+    echo.reset();
+    echo.setHandler((req, res) => {
+      req.resume();
+      const proof = String(req.headers.dpop ?? '');
+      if (proofClaims(proof).nonce !== 'up-1') {
+        res.writeHead(401, { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'up-1' }).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ url: req.url }));
+    });
+    try {
+      const res = await client.get(`${gw.url}/strip/x?q=1`, { headers: csrf });
+      expect(res.status).toBe(200);
+      expect(res.json()).toEqual({ url: '/base/x?q=1' });
+      expect(echo.requests.map((r) => r.url)).toEqual(['/base/x?q=1', '/base/x?q=1']);
+      expect(echo.requests.map((r) => proofClaims(String(r.headers.dpop)).htu)).toEqual([`${echo.url}/base/x`, `${echo.url}/base/x`]);
+    } finally {
+      echo.setHandler(undefined);
+    }
   });
 
   it('answers 401 login_required on a DPoP route for a session signed in before DPoP was on, and calls no upstream', async () => {
