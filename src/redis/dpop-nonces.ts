@@ -7,7 +7,9 @@
  * Cost: a nonce known in this process costs nothing. An origin this process has not looked up
  * costs one GET, then is remembered (a miss too, for `recheckMs`), so the steady state of a DPoP
  * route adds no Redis command. A nonce learnt from a server is written (SET EX) only when it
- * changed. A Redis failure here never fails a call: the proof goes without the shared nonce and
+ * changed, and at most once per `writeIntervalMs` per origin: a server that sends a new nonce
+ * with every answer must not add a Redis write to every call (another instance holding a nonce
+ * a second old pays at most one use_dpop_nonce retry). A Redis failure here never fails a call: the proof goes without the shared nonce and
  * the server's use_dpop_nonce answer (one retry) makes up for it.
  *
  * Nonces are public values (servers send them in clear), so they are stored as they are.
@@ -33,6 +35,8 @@ export interface DpopNoncesOptions {
   clock?: () => number;
   /** How long a Redis miss is remembered before Redis is asked again (default 30 s). */
   recheckMs?: number;
+  /** Least time between two Redis writes for one origin (default 1 s). */
+  writeIntervalMs?: number;
   /** Told about Redis failures (they are otherwise ignored, see above). */
   onError?: (err: unknown) => void;
 }
@@ -41,12 +45,15 @@ interface Entry {
   nonce: string | undefined;
   /** For misses: when Redis was last asked. */
   checkedAt: number;
+  /** When this process last wrote the origin's nonce to Redis. */
+  writtenAt?: number;
 }
 
 export function createDpopNonces(options: DpopNoncesOptions): DpopNonces {
   const { redis, keys } = options;
   const clock = options.clock ?? Date.now;
   const recheckMs = options.recheckMs ?? DEFAULT_RECHECK_MS;
+  const writeIntervalMs = options.writeIntervalMs ?? 1000;
   const known = new Map<string, Entry>();
   const pending = new Map<string, Promise<string | undefined>>();
 
@@ -81,8 +88,13 @@ export function createDpopNonces(options: DpopNoncesOptions): DpopNonces {
       return lookingUp;
     },
     put(origin, nonce) {
-      if (known.get(origin)?.nonce === nonce) return;
-      remember(origin, { nonce, checkedAt: clock() });
+      const entry = known.get(origin);
+      if (entry?.nonce === nonce) return;
+      const now = clock();
+      const lastWrite = entry?.writtenAt;
+      const write = lastWrite === undefined || now - lastWrite >= writeIntervalMs;
+      remember(origin, { nonce, checkedAt: now, ...(write ? { writtenAt: now } : lastWrite !== undefined ? { writtenAt: lastWrite } : {}) });
+      if (!write) return;
       redis.set(keys.dpopNonce(digest(origin)), nonce, 'EX', NONCE_TTL_SECONDS).catch((err: unknown) => options.onError?.(err));
     },
   };

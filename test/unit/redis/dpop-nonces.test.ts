@@ -63,6 +63,21 @@ describe('shared DPoP nonces', () => {
     expect(calls).toEqual(['get', 'get', 'set']);
   });
 
+  it('writes a server that rotates its nonce on every answer at most once per interval', async () => {
+    let now = 0;
+    const { redis, calls } = counting(createMemoryRedis());
+    const nonces = createDpopNonces({ redis, keys, clock: () => now, writeIntervalMs: 1000 });
+    for (let i = 0; i < 50; i++) {
+      nonces.put(ORIGIN, `n-${i}`);
+      now += 10;
+    }
+    expect(await nonces.get(ORIGIN)).toBe('n-49');
+    expect(calls.filter((c) => c === 'set')).toHaveLength(1);
+    now += 1000;
+    nonces.put(ORIGIN, 'n-50');
+    expect(calls.filter((c) => c === 'set')).toHaveLength(2);
+  });
+
   it('answers without a nonce, and reports, when Redis fails', async () => {
     const errors: unknown[] = [];
     const broken = {
