@@ -25,17 +25,28 @@ const MESSAGES: Record<RefreshOutcome, string> = {
   failure: 'session token refresh failed; session kept',
 };
 
+const EXCHANGE_MESSAGES: Record<RefreshOutcome, string> = {
+  success: 'token exchanged for a route',
+  shared: 'token exchanged for a route by another request',
+  invalid_grant: 'the provider refused the token exchange; session kept',
+  failure: 'token exchange failed; session kept',
+};
+
 export function logRefresh(logger: Logger, outcome: RefreshOutcome, report: RefreshReport): void {
   const failure = report.error !== undefined ? classifyGrantFailure(report.error) : undefined;
   const level: Level = failure ? failureLevel(failure) : 'info';
+  // A renewal without the refresh token is a token exchange (RFC 8693, proxy/token-exchange.ts).
+  const exchange = report.needsRefreshToken === false;
   logger[level](
     {
-      event: 'token_refresh',
+      event: exchange ? 'token_exchange' : 'token_refresh',
       outcome,
       ...(report.handle ? { session: report.handle } : {}),
       ...(failure ? { failure, reason: describeProviderError(report.error) } : {}),
     },
-    failure === 'client_rejected' ? 'the provider refused the gateway\'s client credentials during a refresh' : MESSAGES[outcome],
+    failure === 'client_rejected'
+      ? `the provider refused the gateway's client credentials during a ${exchange ? 'token exchange' : 'refresh'}`
+      : (exchange ? EXCHANGE_MESSAGES : MESSAGES)[outcome],
   );
 }
 

@@ -138,7 +138,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
       if (!exchanged) return { fn: refreshFor(resource, auth.sub), needsRefreshToken: true };
       // An exchange needs a fresh subject token: refresh the session's own first (proxy/token-exchange.ts).
       if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, auth.sub), needsRefreshToken: true };
-      return { fn: exchangeFor(exchanged, exchange), needsRefreshToken: false };
+      return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false };
     };
 
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {

@@ -13,7 +13,7 @@
  */
 import type { CompiledRoute } from './routes.js';
 import type { RefreshFn } from '../session/refresh.js';
-import type { ResourceToken, TokenSet } from '../session/tokens.js';
+import { DEFAULT_TOKEN_LIFETIME_SECONDS, nowSeconds, type ResourceToken, type TokenSet } from '../session/tokens.js';
 import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
 
 export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
@@ -23,13 +23,17 @@ export function exchangedToken(tokens: TokenSet, route: CompiledRoute): Resource
   return tokens.exchanged?.[route.path];
 }
 
-/** The RefreshFn that exchanges the set's access token for the route's and adds it to the set. */
-export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequest }, exchange: Exchange): RefreshFn {
+/**
+ * The RefreshFn that exchanges the set's access token for the route's and adds it to the set.
+ * An answer without `expires_in` is kept DEFAULT_TOKEN_LIFETIME_SECONDS (as client tokens are),
+ * not for the rest of the session.
+ */
+export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequest }, exchange: Exchange, clock: () => number): RefreshFn {
   return async (current) => {
     const got = await exchange(current.accessToken, route.tokenExchange);
     const token: ResourceToken = {
       accessToken: got.accessToken,
-      ...(got.expiresAt !== undefined ? { expiresAt: got.expiresAt } : {}),
+      expiresAt: got.expiresAt ?? nowSeconds(clock) + DEFAULT_TOKEN_LIFETIME_SECONDS,
       ...(got.scope !== undefined ? { scope: got.scope } : {}),
     };
     return { ...current, exchanged: { ...current.exchanged, [route.path]: token } };

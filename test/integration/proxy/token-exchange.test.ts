@@ -141,13 +141,14 @@ describe('token exchange (RFC 8693)', () => {
     expect((await client.get(`${gw.url}/ledger/x`, { headers: csrf })).status).toBe(200);
   });
 
-  it('never stores the exchanged token in Redis in plaintext', async () => {
+  it('never stores the exchanged token in Redis or the logs in plaintext; the exchange is logged as one', async () => {
     const { client } = await signedIn();
     await client.get(`${gw.url}/ledger/x`, { headers: csrf });
     const dump = (await dumpRedis(config.redis.url ?? '', `${config.redis.keyPrefix}*`)).join('\n');
     expect(dump.length).toBeGreaterThan(0);
     expect(findSecrets(dump, { 'the exchanged token': bearerOf(ledger) })).toEqual([]);
     expect(findSecrets([...gw.logs, ...gw2.logs].join('\n'), { 'the exchanged token': bearerOf(ledger) })).toEqual([]);
+    expect(gw.logs.some((l) => l.includes('"event":"token_exchange"') && l.includes('"outcome":"success"'))).toBe(true);
   });
 
   // Last: moves the shared test clock past every token's expiry.
