@@ -9,6 +9,7 @@
  * src/oidc/flows.ts fails the first test.
  */
 import http from 'node:http';
+import WebSocket from 'ws';
 import type { AddressInfo } from 'node:net';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { createDemoApi, type DemoApi } from '../../../src/dev/demo-api.js';
@@ -79,9 +80,10 @@ let gw: TestGateway;
 let gw2: TestGateway;
 let demo: Awaited<ReturnType<typeof startRecordedDemoApi>>;
 let echo: Upstream;
+let live: Upstream;
 
 beforeAll(async () => {
-  [echo, demo] = await Promise.all([startUpstream(), startRecordedDemoApi()]);
+  [echo, demo, live] = await Promise.all([startUpstream(), startRecordedDemoApi(), startUpstream({ websocket: true })]);
   stack = await startStack({
     clock,
     provider: {
@@ -98,6 +100,7 @@ beforeAll(async () => {
         { path: '/echo', target: `${echo.url}/base`, auth: 'user', dpop: true },
         { path: '/plain', target: echo.url, auth: 'user' },
         { path: '/strip', target: `${echo.url}/base`, auth: 'user', dpop: true, stripPrefix: true },
+        { path: '/live', target: live.url, auth: 'user', dpop: true, websocket: true },
       ],
     },
   });
@@ -111,6 +114,7 @@ afterAll(async () => {
   await stack?.close();
   await demo?.close();
   await echo?.close();
+  await live?.close();
 });
 
 async function signedIn() {
@@ -236,6 +240,24 @@ describe('DPoP (RFC 9449)', () => {
     } finally {
       echo.setHandler(undefined);
     }
+  });
+
+  it('carries Authorization: DPoP and a proof for the upstream URL on a WebSocket handshake', async () => {
+    const { cookie } = await signedIn();
+    const tokens = await tokensOfSession(gw, cookie);
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/live/socket`, {
+      headers: { origin: config.derived.publicOrigin, cookie: `${config.derived.sessionCookieName}=${cookie}` },
+    });
+    const opened = await new Promise<boolean>((resolve) => {
+      ws.once('open', () => resolve(true));
+      ws.once('unexpected-response', () => resolve(false));
+      ws.once('error', () => resolve(false));
+    });
+    ws.close();
+    expect(opened).toBe(true);
+    const handshake = live.wsConnections.at(-1);
+    expect(handshake?.headers.authorization).toBe(`DPoP ${tokens?.accessToken}`);
+    expect(proofClaims(String(handshake?.headers.dpop))).toMatchObject({ htm: 'GET', htu: `${live.url}/live/socket`, ath: accessTokenHash(tokens!.accessToken) });
   });
 
   it('answers 401 login_required on a DPoP route for a session signed in before DPoP was on, and calls no upstream', async () => {
