@@ -15,6 +15,10 @@ import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type T
 import type { TestProvider } from '../../support/oidc-provider.js';
 import { isGrant, startFrontedProvider, startProviderFront, type FrontRequest, type ProviderFront } from '../../support/provider-front.js';
 import { eventually } from '../../support/wait.js';
+import { startStack } from '../../support/stack.js';
+import { tokensOfSession } from '../../support/assertions.js';
+import { decodeJwt } from 'jose';
+import { jwkThumbprint } from '../../../src/crypto/dpop.js';
 
 let front: ProviderFront;
 let provider: TestProvider;
@@ -93,6 +97,32 @@ describe('DPoP and the provider', () => {
       expect(gw.logs.some((l) => l.includes('"event":"login_failed"'))).toBe(true);
     } finally {
       await gw.close();
+    }
+  });
+});
+
+describe('DPoP with pushed authorization requests (RFC 9126)', () => {
+  it('pushes dpop_jkt with the other parameters: the browser sees only request_uri, the token is bound to the session key', async () => {
+    const api = 'https://api.par.example';
+    const stack = await startStack({
+      provider: { pushedAuthorizationRequests: 'required', resourceServers: { [api]: { scope: 'api:read' } }, defaultResource: api, scopes: { 'api:read': 'Read' } },
+      config: {
+        scopes: ['openid', 'offline_access', 'api:read'],
+        extraAuthParams: { resource: api },
+        oidc: { pushedAuthorizationRequests: 'always' },
+        routes: [{ path: '/api', target: 'http://127.0.0.1:9', auth: 'user', dpop: true }],
+      },
+    });
+    try {
+      const client = new BrowserClient();
+      const result = await signIn(client, stack.gateway.url);
+      expect(result.authorizeUrl.searchParams.has('request_uri')).toBe(true);
+      expect(result.authorizeUrl.searchParams.has('dpop_jkt')).toBe(false);
+      const cookie = client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
+      const tokens = await tokensOfSession(stack.gateway, cookie);
+      expect((decodeJwt(tokens?.accessToken ?? '').cnf as { jkt?: string } | undefined)?.jkt).toBe(jwkThumbprint(tokens!.dpopKey!));
+    } finally {
+      await stack.close();
     }
   });
 });
