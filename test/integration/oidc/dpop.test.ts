@@ -242,6 +242,32 @@ describe('DPoP (RFC 9449)', () => {
     }
   });
 
+  it('passes a use_dpop_nonce 401 to a request with a body (never sent twice), and the next call carries the nonce', async () => {
+    const { client } = await signedIn();
+    echo.reset();
+    echo.setHandler((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (proofClaims(String(req.headers.dpop ?? '')).nonce !== 'up-2') {
+          res.writeHead(401, { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'up-2' }).end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      });
+    });
+    try {
+      const post = () => client.post(`${gw.url}/echo/orders`, { headers: { ...csrf, 'content-type': 'application/json' }, body: '{"n":1}' });
+      const first = await post();
+      expect(first.status).toBe(401);
+      expect(echo.requests).toHaveLength(1);
+      expect((await post()).status).toBe(200);
+      expect(echo.requests).toHaveLength(2);
+      expect(proofClaims(String(echo.requests[1]?.headers.dpop)).nonce).toBe('up-2');
+    } finally {
+      echo.setHandler(undefined);
+    }
+  });
+
   it('carries Authorization: DPoP and a proof for the upstream URL on a WebSocket handshake', async () => {
     const { cookie } = await signedIn();
     const tokens = await tokensOfSession(gw, cookie);
