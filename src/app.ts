@@ -17,6 +17,7 @@ import { createErrorHandler } from './http/error-handler.js';
 import { createHealthRouter } from './http/health-routes.js';
 import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
 import { createProxyRoutes } from './http/proxy-routes.js';
+import { createRequestTracing } from './http/request-tracing.js';
 import { securityHeaders } from './http/security-headers.js';
 import { createSessionMiddleware } from './http/session-cookie.js';
 import { createSessionRoutes } from './http/session-routes.js';
@@ -53,8 +54,11 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const ownHeaders = securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin });
 
   const requestMetrics = createRequestMetrics(runtime.metrics, config);
+  const requestTracing = runtime.tracing.enabled ? createRequestTracing(runtime.tracing, config.server.authPath) : undefined;
   // A proxied call that failed comes through Express only to be answered by the error handler.
   app.use((req: Failed, _res, next) => next(req[FAILED]?.error));
+  // A span per gateway endpoint, around everything below (only when tracing is on).
+  if (requestTracing) app.use(requestTracing.endpoints);
   // The first middleware of the gateway's own endpoints (a failed proxied call skips it: the
   // line above hands it straight to the error handler, and proxied uploads are never cut).
   app.use(createBodyDeadline({ seconds: config.server.requestBodyTimeoutSeconds, headers: ownHeaders }));
@@ -62,6 +66,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   // Proxied answers are the upstream's own: they pass through without the gateway's headers.
   const proxy = createProxyRoutes(runtime, {
     meter: requestMetrics.meter,
+    ...(requestTracing ? { tracing: requestTracing } : {}),
     fail(req: Failed, res, error) {
       if (res.headersSent || req[FAILED]) {
         // Mid-stream failure: the only honest signal left is to cut the connection.
@@ -124,6 +129,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       htmlPaths: [`${config.server.authPath}/login`, `${config.server.authPath}/callback`],
       // The proxy's own refusals (403 csrf, 401, 502...) are gateway answers: helmet applies.
       headers: ownHeaders,
+      ...(requestTracing ? { onError: requestTracing.answeredWith } : {}),
     }),
   );
   // One canonical request target for everything behind this point, proxy and Express alike

@@ -7,6 +7,8 @@ import type { Config } from './config/load.js';
 import { createSealer, type Sealer } from './crypto/seal.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { annotateClientFetch, annotateRefresh, traceClientTokens, traceRecords, traceRefresher } from './observability/traced-resources.js';
+import { createTracing, type Tracing } from './observability/tracing.js';
 import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
 import { pushedRequestMismatch } from './oidc/authorization-request.js';
 import { clientCredentials } from './oidc/flows.js';
@@ -42,6 +44,8 @@ export interface Runtime {
   config: Config;
   logger: Logger;
   metrics: Metrics;
+  /** OpenTelemetry traces; `enabled` false (and no per-call work anywhere) unless configured. */
+  tracing: Tracing;
   redis: RedisClient;
   keys: Keys;
   sealer: Sealer;
@@ -71,8 +75,15 @@ export class StartupError extends Error {
 
 export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
   const clock = options.clock ?? Date.now;
+  const tracing = createTracing(config.observability.tracing);
   const logger =
-    options.logger ?? createLogger({ level: config.log.level, ...(options.logDestination ? { destination: options.logDestination } : {}) });
+    options.logger ??
+    createLogger({
+      level: config.log.level,
+      ...(options.logDestination ? { destination: options.logDestination } : {}),
+      // Each line says which trace it belongs to (the active span's ids), when tracing is on.
+      ...(tracing.enabled ? { mixin: () => tracing.activeIds() ?? {} } : {}),
+    });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
 
   const redis = options.redis ?? (await connectConfiguredRedis(config, logger, metrics, clock));
@@ -80,7 +91,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const keys = createKeys(config.redis.keyPrefix);
   const sealer = createSealer(config.session.encryptionKeys);
   const vault = createTokenVault(sealer);
-  const records = createSessionRecords({
+  const untracedRecords = createSessionRecords({
     redis,
     keys,
     sealer,
@@ -89,6 +100,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     clock,
     observe: metrics.observeRedis,
   });
+  const records = tracing.enabled ? traceRecords(untracedRecords, tracing) : untracedRecords;
   const transactions = createTransactions(redis, keys, sealer, { clock, observe: metrics.observeRedis });
   metrics.countActiveLoginTransactions(() => transactions.active());
   const registry = createSessionRegistry({
@@ -100,7 +112,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     clock,
     onEnded: (d) => vault.forget(d),
   });
-  const refresher = createRefreshCoordinator({
+  const coordinator = createRefreshCoordinator({
     redis,
     keys,
     records,
@@ -110,6 +122,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
+      annotateRefresh(tracing, outcome);
       logRefresh(logger, outcome, report);
     },
   });
@@ -119,7 +132,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     clock,
     onError: () => metrics.redisErrors.inc({ kind: 'command' }),
   });
+  const refresher = tracing.enabled ? traceRefresher(coordinator, tracing) : coordinator;
   const provider = createProviderHandle(config.oidc, {
+    tracing,
     requireDpop: config.derived.dpop,
     ...(config.derived.dpop ? { onDpopNonce: (origin: string, nonce: string) => dpopNonces.put(origin, nonce) } : {}),
     ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),
@@ -140,10 +155,31 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
 
   const refusals = createRefusalCooldown({ redis, keys });
   const cleanups: Array<() => void | Promise<void>> = [];
+  const clientTokens = createClientTokens({
+    redis,
+    keys,
+    sealer,
+    cooldown: refusals,
+    skewSeconds: config.tokens.refreshSkewSeconds,
+    clock,
+    fetch: (request) => {
+      annotateClientFetch(tracing);
+      return clientCredentials(
+        provider.get(),
+        { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
+        clock,
+      ).catch((err: unknown) => {
+        logClientCredentialsFailure(logger, err);
+        throw err;
+      });
+    },
+    onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
+  });
   return {
     config,
     logger,
     metrics,
+    tracing,
     redis,
     keys,
     sealer,
@@ -157,32 +193,17 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
     refusals,
     dpopNonces,
-    clientTokens: createClientTokens({
-      redis,
-      keys,
-      sealer,
-      cooldown: refusals,
-      skewSeconds: config.tokens.refreshSkewSeconds,
-      clock,
-      fetch: (request) =>
-        clientCredentials(
-          provider.get(),
-          { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
-          clock,
-        ).catch((err: unknown) => {
-          logClientCredentialsFailure(logger, err);
-          throw err;
-        }),
-      onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
-    }),
+    clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens,
     clock,
     redisReady: () => pingRedis(redis),
     onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
-      refresher.close();
+      coordinator.close();
       provider.close();
       await closeRedis(redis);
+      // Last: the spans of everything closed above are exported before the process goes.
+      await tracing.shutdown();
       logger.flush();
     },
   };

@@ -5,6 +5,7 @@ import { configSchema } from './schema.js';
 import { derive, deepFreeze, type Config } from './derive.js';
 import { interpolate, type InterpolationProblem } from './interpolate.js';
 import { formatPath, formatZodIssues } from './format-issues.js';
+import { tracingEndpointFromEnv } from './otel-env.js';
 
 export type { Config } from './derive.js';
 
@@ -30,6 +31,8 @@ export function parseConfig(document: unknown, options: LoadOptions & { baseDir?
     throw new ConfigError(problems.map((p) => `${formatPath(p.path)}: ${p.message}`));
   }
   applyEnvOverrides(interpolated, env);
+  const tracingProblem = applyTracingEnv(interpolated, env);
+  if (tracingProblem) throw new ConfigError([tracingProblem]);
   const result = configSchema.safeParse(interpolated);
   if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues));
   const cfg = result.data;
@@ -67,4 +70,22 @@ function applyEnvOverrides(doc: unknown, env: Readonly<Record<string, string | u
   const record = doc as Record<string, unknown>;
   const server = (record.server ?? {}) as Record<string, unknown>;
   record.server = { ...server, port: /^\d+$/.test(port) ? Number(port) : port };
+}
+
+/**
+ * observability.tracing.endpoint from the OTel environment variables (otel-env.ts), only when
+ * the file sets none. A malformed section is left to the schema to report.
+ */
+function applyTracingEnv(doc: unknown, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  if (doc === null || typeof doc !== 'object') return undefined;
+  const record = doc as Record<string, unknown>;
+  const observability = record.observability ?? {};
+  if (observability === null || typeof observability !== 'object') return undefined;
+  const tracing = (observability as Record<string, unknown>).tracing ?? {};
+  if (tracing === null || typeof tracing !== 'object' || 'endpoint' in tracing) return undefined;
+  const found = tracingEndpointFromEnv(env);
+  if (found === undefined) return undefined;
+  if ('problem' in found) return found.problem;
+  record.observability = { ...observability, tracing: { ...tracing, endpoint: found.endpoint } };
+  return undefined;
 }

@@ -180,6 +180,26 @@ export const configSchema = z
         level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       })
       .default({ level: 'info' }),
+    observability: z
+      .strictObject({
+        /** OpenTelemetry traces: off unless an endpoint is set (or OTEL_EXPORTER_OTLP_ENDPOINT, load.ts). */
+        tracing: z
+          .strictObject({
+            /** OTLP/HTTP traces URL, as is (e.g. http://otel-collector:4318/v1/traces). */
+            endpoint: httpUrl
+              .refine((v) => !URL.canParse(v) || (new URL(v).username === '' && new URL(v).password === ''), {
+                message: 'must not carry credentials',
+              })
+              .optional(),
+            /** Make the gateway's spans children of the browser's traceparent (else it is ignored). */
+            trustIncoming: z.boolean().default(false),
+            serviceName: z.string().min(1).max(100).default('bff-gateway'),
+            /** Share of new traces recorded (a trusted parent's decision is followed). */
+            sampleRatio: z.number().min(0).max(1).default(1),
+          })
+          .default({ trustIncoming: false, serviceName: 'bff-gateway', sampleRatio: 1 }),
+      })
+      .default({ tracing: { trustIncoming: false, serviceName: 'bff-gateway', sampleRatio: 1 } }),
     routes: z.array(routeSchema).default([]),
     static: z
       .strictObject({ root: z.string().min(1), spaFallback: z.boolean().default(true) })
@@ -269,3 +289,4 @@ export type RouteConfig = z.output<typeof routeSchema>;
 export type RedisConfig = ParsedConfig['redis'];
 export type SessionConfig = ParsedConfig['session'];
 export type OidcConfig = ParsedConfig['oidc'];
+export type TracingConfig = ParsedConfig['observability']['tracing'];

@@ -46,11 +46,12 @@ export function wantsHtml(req: Request): boolean {
 
 export function createErrorHandler(
   logger: Logger,
-  options: { htmlPaths?: readonly string[]; headers?: RequestHandler } = {},
+  options: { htmlPaths?: readonly string[]; headers?: RequestHandler; onError?: (code: ErrorCode) => void } = {},
 ): ErrorRequestHandler {
   const htmlPaths = new Set(options.htmlPaths ?? []);
   return function errorHandler(err, req, res, _next) {
     const error = classify(err);
+    options.onError?.(error.code);
     if (error.status >= 500) {
       const level = error.code === 'server_error' ? 'error' : 'warn';
       logger[level]({ err: error.code === 'server_error' ? err : error, code: error.code, method: req.method, route: req.route?.path }, 'request failed');

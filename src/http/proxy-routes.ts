@@ -23,6 +23,8 @@ import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
+import { canonicalTarget } from '../proxy/canonical-path.js';
+import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, createCookieVerifier, createSessionReader } from './session-cookie.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
@@ -40,6 +42,8 @@ export interface ProxyHooks {
   meter(req: IncomingMessage, res: ServerResponse, label: string): void;
   /** Told of each 401 step_up_required (RFC 9470), e.g. to send `step-up-required` on /auth/events. */
   stepUpRequired?: StepUpListener;
+  /** Request spans, when tracing is on (request-tracing.ts); absent: no per-call work. */
+  tracing?: RequestTracing;
 }
 
 /**
@@ -82,29 +86,35 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   // An upstream's step-up challenge concerns the user's sign-in: mapped on user routes only.
   const mapsStepUp = (route: CompiledRoute) => route.auth === 'user' || route.auth === 'user-optional';
 
+  const tracing = hooks.tracing;
   const upstreams = new Map<string, Upstream>(
-    routes.map((route) => [
-      route.path,
-      createUpstream({
-        route,
-        trust,
-        stripRequestHeaders: config.server.stripRequestHeaders,
-        publicUrl: new URL(config.server.publicUrl),
-        isGatewayCookie,
-        ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header) } : {}),
-        onError(err, req, res) {
-          // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
-          // not from the upstream.
-          const error = err instanceof GatewayError ? err : fromUpstreamError(err);
-          if (!(err instanceof GatewayError)) {
-            metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
-            logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
-          }
-          if ('headersSent' in res) hooks.fail(req, res, error);
-          else res.destroy();
-        },
-      }),
-    ]),
+    routes.map((route) => {
+      const trace = tracing?.upstream(route.path);
+      return [
+        route.path,
+        createUpstream({
+          route,
+          ...(trace ? { trace } : {}),
+          trust,
+          stripRequestHeaders: config.server.stripRequestHeaders,
+          publicUrl: new URL(config.server.publicUrl),
+          isGatewayCookie,
+          ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header) } : {}),
+          onError(err, req, res) {
+            // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
+            // not from the upstream.
+            const error = err instanceof GatewayError ? err : fromUpstreamError(err);
+            trace?.failed(req, error.code);
+            if (!(err instanceof GatewayError)) {
+              metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
+              logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
+            }
+            if ('headersSent' in res) hooks.fail(req, res, error);
+            else res.destroy();
+          },
+        }),
+      ];
+    }),
   );
 
   const readSession = createSessionReader(config, runtime.records);
@@ -160,8 +170,19 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     const route = path === undefined ? undefined : match(path);
     if (!route || path === undefined) return false;
     hooks.meter(req, res, route.path);
-    serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err));
+    if (tracing) tracing.proxyCall(req, res, route.path, () => serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err)));
+    else serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err));
     return true;
   }
-  return { handle, upgrade: websockets.handle };
+
+  /** The route an upgrade is for, to name its span (websocket.ts decides whether it is served). */
+  function upgradeRoute(url: string | undefined): string | undefined {
+    const target = canonicalTarget(url);
+    const path = typeof target === 'string' ? pathOf(target) : undefined;
+    return path === undefined ? undefined : match(path)?.path;
+  }
+  const upgrade: UpgradeHandler = tracing
+    ? (req, socket, head) => tracing.upgrade(req, socket, upgradeRoute(req.url), () => websockets.handle(req, socket, head))
+    : websockets.handle;
+  return { handle, upgrade };
 }

@@ -33,6 +33,8 @@ export interface LoggerOptions {
   level?: string;
   destination?: DestinationStream;
   base?: Record<string, unknown>;
+  /** Fields added to every line, e.g. the active span's trace_id and span_id (tracing.ts). */
+  mixin?: () => object;
 }
 
 interface SerializedError {
@@ -63,6 +65,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       redact: { paths: REDACT, censor: '[redacted]' },
       serializers: { err: serializeError, error: serializeError },
       timestamp: pino.stdTimeFunctions.isoTime,
+      ...(options.mixin ? { mixin: options.mixin } : {}),
     },
     options.destination ?? pino.destination({ sync: false }),
   );

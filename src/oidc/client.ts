@@ -12,6 +12,8 @@ import { GatewayError } from '../errors.js';
 import { parseNonce } from '../crypto/dpop.js';
 import { providerAcceptsDpop } from './dpop.js';
 import { insecureEndpoints } from './metadata.js';
+import type { Tracing } from '../observability/tracing.js';
+import { tracedFetch } from './traced-fetch.js';
 
 export interface ProviderState {
   configuration: oidc.Configuration;
@@ -45,6 +47,8 @@ export interface ProviderHandleOptions {
   requireDpop?: boolean;
   /** Told every DPoP-Nonce the provider sends (RFC 9449 §8), to share it (redis/dpop-nonces.ts). */
   onDpopNonce?: (origin: string, nonce: string) => void;
+  /** When enabled, every provider call after discovery is a child span (traced-fetch.ts). */
+  tracing?: Tracing;
 }
 
 export interface JwksRefetchLimits {
@@ -200,6 +204,8 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
       if (closed) return;
       const metadata = configuration.serverMetadata();
       if (!metadata.jwks_uri) throw new Error('provider metadata has no jwks_uri');
+      // Around whatever fetch discovery chose (e.g. the DPoP nonce reader), never instead of it.
+      if (options.tracing?.enabled) configuration[oidc.customFetch] = tracedFetch(options.tracing, metadata, configuration[oidc.customFetch]);
       const jwks = createJwks(new URL(metadata.jwks_uri), { timeoutSeconds, ...(options.jwksRefetch ? { refetch: options.jwksRefetch } : {}) });
       state = { configuration, metadata, jwks };
       options.onReady?.(state);

@@ -19,6 +19,7 @@ import type { CompiledRoute } from './routes.js';
 import { compileRequestHeaderStrip, forwardingHeaders, responseHeaders, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
+import { GatewayError } from '../errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
@@ -39,6 +40,16 @@ export interface UpstreamOptions {
    * upstream's answer is discarded unread: neither its headers nor its body reach the browser.
    */
   stepUp?: (req: http.IncomingMessage, wwwAuthenticate: string | undefined) => Error | undefined;
+  /** Tracing's hooks (http/request-tracing.ts); absent when tracing is off: no per-call work. */
+  trace?: UpstreamTrace;
+}
+
+/** The upstream call's span: started once its headers are prepared, ended with the answer passed on. */
+export interface UpstreamTrace {
+  /** Starts the span and writes its traceparent into req.headers (the browser's is removed). */
+  start(req: http.IncomingMessage): void;
+  answered(req: http.IncomingMessage, status: number): void;
+  failed(req: http.IncomingMessage, code: string): void;
 }
 
 /** Credentials for one proxied request: the header to set, decided before forwarding. */
@@ -126,7 +137,7 @@ function rejectsToken(proxyRes: http.IncomingMessage): boolean {
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
-  const { route, isGatewayCookie } = options;
+  const { route, isGatewayCookie, trace } = options;
   const target = new URL(route.target);
   // RFC 9449 §4.2 htu: the URI the upstream is called at (target origin and base path, the
   // forwarded canonical path), without query and fragment.
@@ -274,12 +285,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
           if (stepUp) {
             (req as Retriable)[RETRY] = undefined;
             proxyRes.resume();
+            trace?.answered(req, 401);
             options.onError(stepUp, req, res);
             return;
           }
         }
         const pending = (req as Retriable)[RETRY];
         if (pending === undefined || !rejectsToken(proxyRes)) {
+          trace?.answered(req, proxyRes.statusCode ?? 502);
           passThrough(proxyRes, res, isGatewayCookie);
           return;
         }
@@ -288,7 +301,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         pending
           .retry()
           .then((credential) => {
-            if (credential === 'pass') return passThrough(proxyRes, res, isGatewayCookie);
+            if (credential === 'pass') {
+              trace?.answered(req, proxyRes.statusCode ?? 502);
+              return passThrough(proxyRes, res, isGatewayCookie);
+            }
             proxyRes.resume();
             if (pending.header !== undefined) delete req.headers[pending.header];
             if (req.headers.dpop !== undefined) delete req.headers.dpop;
@@ -308,13 +324,22 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   return {
     forward(req, res, credential, retry) {
       prepareHeaders(req, credential);
+      trace?.start(req);
       if (retry && isBodyless(req)) (req as Retriable)[RETRY] = { retry, header: credential?.header };
       return proxy(req, res);
     },
     upgrade(req, socket, head, credential) {
       prepareHeaders(req, credential);
       const path = upstreamTarget(req.url ?? '/');
-      return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
+      if (trace === undefined) return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
+      trace.start(req);
+      return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie }).then(
+        () => trace.answered(req, 101),
+        (err: unknown) => {
+          trace.failed(req, err instanceof GatewayError ? err.code : 'bad_gateway');
+          throw err;
+        },
+      );
     },
     close() {
       deadlines.close();

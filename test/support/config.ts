@@ -25,6 +25,7 @@ export interface TestConfigInput {
   server?: Partial<NonNullable<ConfigInput['server']>>;
   redis?: Partial<NonNullable<ConfigInput['redis']>>;
   logLevel?: 'debug' | 'info' | 'warn' | 'trace';
+  observability?: ConfigInput['observability'];
 }
 
 /** A complete gateway config for tests, with fresh secrets and a unique Redis key prefix. */
@@ -54,6 +55,7 @@ export function buildTestConfig(input: TestConfigInput): Config {
       ...(input.tokens ? { tokens: input.tokens } : {}),
       ...(input.rateLimit ? { rateLimit: input.rateLimit } : {}),
       ...(input.csrf ? { csrf: input.csrf } : {}),
+      ...(input.observability ? { observability: input.observability } : {}),
       routes: input.routes ?? [],
       log: { level: input.logLevel ?? 'debug' },
     },

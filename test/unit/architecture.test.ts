@@ -64,6 +64,8 @@ describe('architecture', () => {
     ['cookie-signature', /^http\/session-cookie\.ts$/],
     ['pino', /^observability\/logger\.ts$/],
     ['prom-client', /^observability\/metrics\.ts$/],
+    // Every @opentelemetry package: tracing.ts wraps them in the gateway's own small interface.
+    ['@opentelemetry', /^observability\/tracing\.ts$/],
     ['helmet', /^http\/security-headers\.ts$/],
     ['oidc-provider', /^dev\//],
   ])('imports %s only from its one home', (library, home) => {
