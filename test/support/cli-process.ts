@@ -101,9 +101,9 @@ export async function request(port: number, pathname: string, headers: Record<st
   return { status: res.status, headers: incomingHeaders(res), body: res.text, at: res.at };
 }
 
-/** Starts the CLI on `configFile` and waits (bounded) until `/readyz` on `port` answers 200. */
-export async function startCliGateway(configFile: string, port: number): Promise<Spawned> {
-  const proc = runCli(['--config', configFile]);
+/** Starts the CLI on `configFile` (with `env` added) and waits (bounded) until `/readyz` on `port` answers 200. */
+export async function startCliGateway(configFile: string, port: number, env: Record<string, string> = {}): Promise<Spawned> {
+  const proc = runCli(['--config', configFile], env);
   const started = performance.now();
   try {
     await eventually('/readyz 200', STARTUP_BOUND_MS, async () => (await request(port, '/readyz')).status === 200, {
