@@ -94,6 +94,21 @@ describe('trustIncoming: true', () => {
     expect(spanNamed(name)).toMatchObject({ kind: SPAN_KIND.server, traceId: BROWSER_TRACE_ID, parentSpanId: BROWSER_SPAN_ID });
   });
 
+  it.each([
+    ['garbage', 'garbage'],
+    ['an all-zero trace id', `00-${'0'.repeat(32)}-${BROWSER_SPAN_ID}-01`],
+    ['version ff', `ff-${BROWSER_TRACE_ID}-${BROWSER_SPAN_ID}-01`],
+    ['4 kB of trailing data', `00-${BROWSER_TRACE_ID}-${BROWSER_SPAN_ID}-01-${'x'.repeat(4000)}`],
+  ])('treats a malformed traceparent (%s) as absent: the call is served in a new trace', async (_what, traceparent) => {
+    upstream.reset();
+    const res = await new BrowserClient().get(`${stack.gateway.url}/open/echo`, { headers: { ...csrf, traceparent, tracestate: ',,=;' } });
+    expect(res.status).toBe(200);
+    const forwarded = String(upstream.requests[0]?.headers.traceparent);
+    expect(forwarded).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(forwarded).not.toContain(BROWSER_TRACE_ID);
+    expect(upstream.requests[0]?.headers.tracestate).toBeUndefined();
+  });
+
   it.each(['http', 'ws'])('sends the upstream (%s) the browser’s trace, under the upstream span, with its tracestate', (kind) => {
     const proxy = spanNamed(kind === 'http' ? 'proxy /open' : 'proxy /live');
     const call = receiver.spans.find((s) => s.name === 'upstream' && s.parentSpanId === proxy.spanId) as ReceivedSpan;
