@@ -84,4 +84,15 @@ describe('tracing on', () => {
     expect(headers).toEqual({ traceparent: `00-${exported?.spanContext().traceId}-${exported?.spanContext().spanId}-01` });
     expect(exported?.spanContext().traceId).not.toBe('4bf92f3577b34da6a3ce929d0e0e4736');
   });
+
+  it('with sampleRatio 0 records nothing but still propagates a trace context, marked not sampled', async () => {
+    await tracing.shutdown();
+    tracing = createTracing({ ...config, sampleRatio: 0 }, { exporter });
+    const headers: Record<string, string> = {};
+    const span = tracing.startServerSpan('proxy /api', {}, {});
+    tracing.inject(span, headers);
+    span.end();
+    expect(headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    expect(await finished()).toEqual([]);
+  });
 });
