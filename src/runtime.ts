@@ -75,7 +75,7 @@ export class StartupError extends Error {
 
 export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
   const clock = options.clock ?? Date.now;
-  const tracing = createTracing(config.observability.tracing);
+  const tracing = await createTracing(config.observability.tracing);
   const logger =
     options.logger ??
     createLogger({

@@ -3,9 +3,10 @@
  * small `Tracing` interface below, in the gateway's own words (a span has a name, a kind, plain
  * attributes and, when it failed, an error code), never OpenTelemetry's types.
  *
- * Off (no `observability.tracing.endpoint`): `NO_TRACING`, whose `enabled` is false. Callers on
- * the hot path test `enabled` once, when they are built, and then do no per-call work at all;
- * the no-op methods exist so that cold paths need not test it.
+ * Off (no `observability.tracing.endpoint`): `NO_TRACING`, whose `enabled` is false, and the
+ * OpenTelemetry packages are never loaded (they are imported dynamically, only when on). Callers
+ * on the hot path test `enabled` once, when they are built, and then do no per-call work at
+ * all; the no-op methods exist so that cold paths need not test it.
  *
  * On: a TracerProvider with a BatchSpanProcessor exporting OTLP/HTTP (JSON) to the endpoint, a
  * parent-based ratio sampler, and the W3C trace-context propagator. No global is registered
@@ -20,20 +21,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import {
-  ROOT_CONTEXT,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  type Context,
-  type Span,
-  type TextMapGetter,
-  type TextMapSetter,
-} from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
+import type { Context, Span, SpanKind, SpanStatusCode, TextMapGetter, TextMapSetter } from '@opentelemetry/api';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import { GatewayError } from '../errors.js';
 
 /** The code a failed span records: the GatewayError's, else a generic one (never a message). */
@@ -113,11 +102,12 @@ export const NO_TRACING: Tracing = Object.freeze({
   shutdown: () => Promise.resolve(),
 });
 
-const KINDS: Record<SpanKindName, SpanKind> = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: SpanKind.INTERNAL };
-
 /** A handle over an OpenTelemetry span: what the rest of the gateway holds. */
 class OtelSpan implements SpanHandle {
-  constructor(readonly span: Span) {}
+  constructor(
+    readonly span: Span,
+    private readonly errorStatus: SpanStatusCode,
+  ) {}
   setAttributes(attributes: SpanAttributes): void {
     this.span.setAttributes(attributes);
   }
@@ -125,7 +115,7 @@ class OtelSpan implements SpanHandle {
     // The code is the whole story: a status description or an exception event would carry
     // the error's message, and messages can quote a provider's answer or a URL.
     this.span.setAttribute('error.type', code);
-    this.span.setStatus({ code: SpanStatusCode.ERROR });
+    this.span.setStatus({ code: this.errorStatus });
   }
   end(): void {
     this.span.end();
@@ -147,8 +137,19 @@ export interface TracingOptions {
   exporter?: SpanExporter;
 }
 
-export function createTracing(config: TracingConfig, options: TracingOptions = {}): Tracing {
+export async function createTracing(config: TracingConfig, options: TracingOptions = {}): Promise<Tracing> {
   if (config.endpoint === undefined && options.exporter === undefined) return NO_TRACING;
+  // Loaded only now: with tracing off, the OpenTelemetry packages are not even read.
+  const [{ ROOT_CONTEXT, SpanKind, SpanStatusCode, trace }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { defaultResource, resourceFromAttributes }, sdk] =
+    await Promise.all([
+      import('@opentelemetry/api'),
+      import('@opentelemetry/core'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace'),
+    ]);
+  const { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } = sdk;
+  const KINDS: Record<SpanKindName, SpanKind> = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: SpanKind.INTERNAL };
   const exporter = options.exporter ?? new OTLPTraceExporter({ url: config.endpoint as string });
   const provider = new TracerProvider({
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': config.serviceName })),
@@ -163,6 +164,7 @@ export function createTracing(config: TracingConfig, options: TracingOptions = {
   function start(name: string, options: SpanOptions, parent: Context): OtelSpan {
     return new OtelSpan(
       tracer.startSpan(name, { kind: KINDS[options.kind ?? 'internal'], ...(options.attributes ? { attributes: options.attributes } : {}) }, parent),
+      SpanStatusCode.ERROR,
     );
   }
   const contextOf = (span: SpanHandle): Context =>

@@ -15,8 +15,8 @@ import { createTracing, NO_TRACING, type Tracing } from '../../../src/observabil
 const config = { trustIncoming: false, serviceName: 'bff-gateway', sampleRatio: 1 };
 
 describe('tracing off', () => {
-  it('is the shared no-op when no endpoint is configured', () => {
-    expect(createTracing(config)).toBe(NO_TRACING);
+  it('is the shared no-op when no endpoint is configured', async () => {
+    expect(await createTracing(config)).toBe(NO_TRACING);
     expect(NO_TRACING.enabled).toBe(false);
     const headers: Record<string, string> = { traceparent: 'untouched' };
     NO_TRACING.inject(NO_TRACING.startSpan('x'), headers);
@@ -28,9 +28,9 @@ describe('tracing off', () => {
 describe('tracing on', () => {
   let exporter: InMemorySpanExporter;
   let tracing: Tracing;
-  beforeEach(() => {
+  beforeEach(async () => {
     exporter = new InMemorySpanExporter();
-    tracing = createTracing(config, { exporter });
+    tracing = await createTracing(config, { exporter });
   });
   afterEach(() => tracing.shutdown());
 
@@ -87,7 +87,7 @@ describe('tracing on', () => {
 
   it('with sampleRatio 0 records nothing but still propagates a trace context, marked not sampled', async () => {
     await tracing.shutdown();
-    tracing = createTracing({ ...config, sampleRatio: 0 }, { exporter });
+    tracing = await createTracing({ ...config, sampleRatio: 0 }, { exporter });
     const headers: Record<string, string> = {};
     const span = tracing.startServerSpan('proxy /api', {}, {});
     tracing.inject(span, headers);
