@@ -18,6 +18,8 @@ import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.j
 import { findSecrets } from '../../support/secrets.js';
 import { startOtlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../../support/otlp-receiver.js';
 import { eventually } from '../../support/wait.js';
+import { listenOnLoopback } from '../../support/listen.js';
+import http from 'node:http';
 import type { TokenSet } from '../../../src/session/tokens.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -56,6 +58,10 @@ const headerOf = (value: string | string[] | undefined) => (Array.isArray(value)
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
   upstream = await startUpstream();
+  // A port nothing listens on any more: the /down route's upstream refuses connections.
+  const gone = http.createServer();
+  const gonePort = await listenOnLoopback(gone);
+  await new Promise((resolve) => gone.close(resolve));
   stack = await startStack({
     clock,
     provider: { ttl: { AccessToken: 60 } },
@@ -67,6 +73,7 @@ beforeAll(async () => {
       routes: [
         { path: '/api', target: upstream.url, auth: 'user' },
         { path: '/svc', target: upstream.url, auth: 'client' },
+        { path: '/down', target: `http://127.0.0.1:${gonePort}`, auth: 'none' },
       ],
     },
   });
@@ -97,8 +104,10 @@ beforeAll(async () => {
   const refresh = await call('/api/echo');
   tokens.push((await tokensOfSession(gw, sessionCookie)) as TokenSet);
 
-  // 4. A client-credentials route, then logout.
+  // 4. A client-credentials route; a refused call (no CSRF header) and a failed one; logout.
   const client = await call('/svc/echo');
+  expect((await browser.get(`${gw.url}/api/echo`)).status).toBe(403);
+  expect((await browser.get(`${gw.url}/down/echo`, { headers: csrf })).status).toBe(502);
   expect((await browser.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
 
   await gw.runtime.tracing.flush();
@@ -163,6 +172,17 @@ describe('the exported spans', () => {
     expect(fetch.parentSpanId).toBe(proxy.spanId);
     expect(fetch.attributes['bff.client_credentials.outcome']).toBe('fetched');
     expect(childrenOf(fetch).map((s) => [s.name, s.attributes['oauth.grant_type']])).toEqual([['oidc.token', 'client_credentials']]);
+  });
+
+  it('give refused and failed calls their error code as outcome; only the 5xx is an ERROR, with no message', () => {
+    const refused = only('proxy /api', (s) => s.attributes['http.response.status_code'] === 403);
+    expect(refused.attributes['bff.outcome']).toBe('csrf_check_failed');
+    expect(refused.statusCode).toBe(0);
+    const failed = only('proxy /down');
+    expect(failed.attributes).toMatchObject({ 'http.response.status_code': 502, 'bff.outcome': 'bad_gateway', 'error.type': '502' });
+    expect([failed.statusCode, failed.statusMessage]).toEqual([2, '']);
+    const call = childrenOf(failed).find((s) => s.name === 'upstream') as ReceivedSpan;
+    expect([call.attributes['error.type'], call.statusCode]).toEqual(['bad_gateway', 2]);
   });
 
   it('put the revocations under the logout', () => {
