@@ -33,6 +33,8 @@ const listen = (server) => new Promise((resolve) => server.listen(0, '127.0.0.1'
 
 const redisPort = await freePort();
 const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+// However this process ends (a config error, a failed call), the child goes with it.
+process.once('exit', () => redis.kill('SIGTERM'));
 for (let i = 0; i < 100; i++) {
   const up = await new Promise((resolve) => net.connect(redisPort, '127.0.0.1').once('connect', function () { this.destroy(); resolve(true); }).once('error', () => resolve(false)));
   if (up) break;
