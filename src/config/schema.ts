@@ -289,4 +289,3 @@ export type RouteConfig = z.output<typeof routeSchema>;
 export type RedisConfig = ParsedConfig['redis'];
 export type SessionConfig = ParsedConfig['session'];
 export type OidcConfig = ParsedConfig['oidc'];
-export type TracingConfig = ParsedConfig['observability']['tracing'];
