@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { RequestHandler } from 'express';
-import type { SpanHandle, Tracing } from '../observability/tracing.js';
+import { errorCodeOf, type SpanHandle, type Tracing } from '../observability/tracing.js';
 import type { UpstreamTrace } from '../proxy/upstream.js';
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE']);
@@ -134,6 +134,15 @@ export function createRequestTracing(tracing: Tracing, authPath: string): Reques
           (req as Traced)[UPSTREAM_SPAN] = undefined;
           span.fail(code);
           span.end();
+        },
+        settled(req, opened) {
+          return opened.then(
+            () => this.answered(req, 101),
+            (err: unknown) => {
+              this.failed(req, errorCodeOf(err));
+              throw err;
+            },
+          );
         },
       };
     },

@@ -19,7 +19,6 @@ import type { CompiledRoute } from './routes.js';
 import { compileRequestHeaderStrip, forwardingHeaders, responseHeaders, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
-import { GatewayError } from '../errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
@@ -44,12 +43,13 @@ export interface UpstreamOptions {
   trace?: UpstreamTrace;
 }
 
-/** The upstream call's span: started once its headers are prepared, ended with the answer passed on. */
+/** The upstream call's span (request-tracing.ts): started once the headers are prepared (it writes its traceparent). */
 export interface UpstreamTrace {
-  /** Starts the span and writes its traceparent into req.headers (the browser's is removed). */
   start(req: http.IncomingMessage): void;
   answered(req: http.IncomingMessage, status: number): void;
   failed(req: http.IncomingMessage, code: string): void;
+  /** A WebSocket handshake: ends the span with 101 or the error `opened` rejects with. */
+  settled(req: http.IncomingMessage, opened: Promise<void>): Promise<void>;
 }
 
 /** Credentials for one proxied request: the header to set, decided before forwarding. */
@@ -330,16 +330,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
     upgrade(req, socket, head, credential) {
       prepareHeaders(req, credential);
+      trace?.start(req);
       const path = upstreamTarget(req.url ?? '/');
-      if (trace === undefined) return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
-      trace.start(req);
-      return openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie }).then(
-        () => trace.answered(req, 101),
-        (err: unknown) => {
-          trace.failed(req, err instanceof GatewayError ? err.code : 'bad_gateway');
-          throw err;
-        },
-      );
+      const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
+      return trace ? trace.settled(req, opened) : opened;
     },
     close() {
       deadlines.close();
