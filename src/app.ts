@@ -14,12 +14,13 @@ import type { Runtime } from './runtime.js';
 import { createAuthRouter } from './http/auth-routes.js';
 import { createBodyDeadline } from './http/body-deadline.js';
 import { createErrorHandler } from './http/error-handler.js';
+import { createEventsRoute } from './http/events-route.js';
 import { createHealthRouter } from './http/health-routes.js';
 import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
 import { createProxyRoutes } from './http/proxy-routes.js';
 import { createRequestTracing } from './http/request-tracing.js';
 import { securityHeaders } from './http/security-headers.js';
-import { createSessionMiddleware } from './http/session-cookie.js';
+import { createSessionMiddleware, createSessionReader } from './http/session-cookie.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
@@ -117,6 +118,11 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       clock: runtime.clock,
     }),
   );
+
+  // GET /auth/events: the session's events as server-sent events (issue 16).
+  const events = createEventsRoute({ ...runtime, readSession: createSessionReader(config, runtime.records) });
+  runtime.onClose(() => events.close());
+  app.use(config.server.authPath, events);
 
   // Nothing else lives under authPath: an unknown /auth path is a JSON 404, never the SPA's page.
   app.use(config.server.authPath, (_req, _res, next) => next(new GatewayError('not_found')));

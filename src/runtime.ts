@@ -16,10 +16,13 @@ import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, connectRedis, createRedis, existsMany, pingRedis, type RedisClient } from './redis/client.js';
+import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
 import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
+import { createSessionEvents, type SessionEvents } from './session/events.js';
+import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, type RefreshCoordinator } from './session/refresh.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
@@ -55,6 +58,10 @@ export interface Runtime {
   transactions: Transactions;
   registry: SessionRegistry;
   refresher: RefreshCoordinator;
+  /** The session-event bus across instances (issue 16). */
+  events: SessionEvents;
+  /** The sessions this instance holds streams open for, closed when they end. */
+  held: HeldSessions;
   provider: ProviderHandle;
   loginLimiter: LoginLimiter;
   clientTokens: ClientTokens;
@@ -103,6 +110,34 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const records = tracing.enabled ? traceRecords(untracedRecords, tracing) : untracedRecords;
   const transactions = createTransactions(redis, keys, sealer, { clock, observe: metrics.observeRedis });
   metrics.countActiveLoginTransactions(() => transactions.active());
+  const events = createSessionEvents({
+    // The demo's in-process store is shared with no other instance: local listeners only.
+    ...(options.redis
+      ? {}
+      : {
+          transport: createRedisTransport(redis, keys.endedChannel(), {
+            onError: () => metrics.redisErrors.inc({ kind: 'connection' }),
+          }),
+        }),
+    clock,
+    onPublished: (kind) => metrics.sessionEventsPublished.inc({ kind }),
+    onReceived: (kind) => metrics.sessionEventsReceived.inc({ kind }),
+    onMalformed: () => metrics.sessionEventsReceived.inc({ kind: 'malformed' }),
+    onPublishFailed: (err) => logger.warn({ event: 'session_event_publish_failed', err }, 'a session event reached only this instance'),
+  });
+  const held = createHeldSessions({
+    events,
+    idleTimeoutSeconds: config.session.idleTimeoutSeconds,
+    absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
+    remainingMs: (d) => records.remainingMs(d),
+    exist: (digests) => existsMany(redis, digests.map((d) => keys.session(d))),
+    clock,
+    onCheckFailed: (err) => logger.warn({ event: 'held_session_check_failed', err }, 'could not check a held session; trying again later'),
+  });
+  events.onReconnect(() => {
+    logger.info({ event: 'session_events_reconnected', held: held.digests().length }, 're-checking held sessions after the bus came back');
+    void held.recheck();
+  });
   const registry = createSessionRegistry({
     redis,
     keys,
@@ -110,7 +145,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
-    onEnded: (d) => vault.forget(d),
+    onEnded: (d, reason) => {
+      vault.forget(d);
+      events.publish(d, { type: 'signed-out', reason });
+    },
   });
   const coordinator = createRefreshCoordinator({
     redis,
@@ -118,7 +156,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     records,
     vault,
     endSession: async (d) => {
-      await registry.end(d);
+      // The provider refused the refresh: the grant is gone.
+      await registry.end(d, 'revoked');
     },
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
@@ -189,6 +228,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     transactions,
     registry,
     refresher,
+    events,
+    held,
     provider,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
     refusals,
@@ -200,6 +241,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
       coordinator.close();
+      held.close();
+      await events.close();
+      refresher.close();
       provider.close();
       await closeRedis(redis);
       // Last: the spans of everything closed above are exported before the process goes.

@@ -17,10 +17,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Runtime } from '../runtime.js';
 import { GatewayError } from '../errors.js';
-import { createCredentialResolver, needsSession } from '../proxy/bearer.js';
+import { createCredentialResolver, needsSession, type LoadedSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
+import { trackStream } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { canonicalTarget } from '../proxy/canonical-path.js';
@@ -50,6 +51,10 @@ export interface ProxyHooks {
  * The path of a request target already made canonical at the edge (app.ts); undefined for a
  * target that is not origin-form (refused there, never served here).
  */
+/** The session a call ran for (proxy/streams.ts: its long-lived answer is closed when it ends). */
+const OWNER = Symbol('owner');
+type Owned = IncomingMessage & { [OWNER]?: LoadedSession };
+
 function pathOf(url: string | undefined): string | undefined {
   if (url === undefined || url.charCodeAt(0) !== 47 /* / */) return undefined;
   const q = url.indexOf('?');
@@ -87,6 +92,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const mapsStepUp = (route: CompiledRoute) => route.auth === 'user' || route.auth === 'user-optional';
 
   const tracing = hooks.tracing;
+  const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
   const upstreams = new Map<string, Upstream>(
     routes.map((route) => {
       const trace = tracing?.upstream(route.path);
@@ -100,6 +106,10 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           publicUrl: new URL(config.server.publicUrl),
           isGatewayCookie,
           ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header) } : {}),
+          onLongLived(req: Owned, res) {
+            const owner = req[OWNER];
+            if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);
+          },
           onError(err, req, res) {
             // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
             // not from the upstream.
@@ -124,10 +134,11 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     upstreams,
     resolveCredential,
     readSession,
-    records: runtime.records,
+    held: runtime.held,
     logger,
     metrics,
     checkStepUp: stepUp.checkRoute,
+    clock: runtime.clock,
   });
   runtime.onClose(() => {
     websockets.close();
@@ -139,6 +150,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
     // A route without stepUp costs this one property read.
     if (route.stepUp) stepUp.checkRoute(req, route, session);
+    // The session object itself (no allocation per call): read only if the answer is a stream.
+    if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
     const guarded = async <T,>(resolve: () => Promise<T>): Promise<T> => {
       try {
         return await resolve();

@@ -66,7 +66,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
     // Only the caller's own sessions are visible: another user's handle is simply unknown.
     const target = (await withStore(() => registry.list(auth.iss, auth.sub))).find((s) => s.handle === id);
     if (!target) throw new GatewayError('not_found');
-    const stored = await withStore(() => registry.end(target.digest));
+    const stored = await withStore(() => registry.end(target.digest, 'revoked'));
     await revokeEnded(target.digest, stored);
     if (target.digest === digest(req.sessionID)) clearSessionCookie(res, config);
     logger.info({ event: 'session_ended', session: id, by: auth.handle }, 'session ended by its user');

@@ -3,9 +3,10 @@
  * as every HTTP request (proxy/canonical-path.ts): the route is matched, and the upstream
  * handshake sent, on that one path. Browsers cannot add the CSRF header to an upgrade, so the
  * checks are: the route allows WebSockets, `Origin` equals publicUrl, and the session cookie
- * names a live session. The upstream handshake carries the Bearer token. Open sockets are
- * re-checked every few seconds, so one whose session ended (logout, back-channel logout,
- * DELETE /auth/sessions, timeouts) is closed on whichever instance holds it.
+ * names a live session. The upstream handshake carries the Bearer token. An open socket's
+ * session is held (session/held.ts): when it ends (logout, back-channel logout,
+ * DELETE /auth/sessions, a refused refresh, timeouts), on whichever instance, the socket is
+ * closed at once, with no per-socket polling of Redis.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
@@ -18,7 +19,7 @@ import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
-import type { SessionRecords } from '../session/records.js';
+import type { HeldSessions } from '../session/held.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -28,13 +29,12 @@ export interface WebSocketDeps {
   upstreams: ReadonlyMap<string, Upstream>;
   resolveCredential: CredentialResolver;
   readSession: (req: IncomingMessage) => Promise<LoadedSession | undefined>;
-  records: SessionRecords;
+  held: HeldSessions;
   logger: Logger;
   metrics: Metrics;
   /** A route's stepUp (RFC 9470), judged on the handshake as on any call; default: none judged. */
   checkStepUp?: (req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined) => void;
-  /** How often open sockets' sessions are re-checked. */
-  sweepIntervalMs?: number;
+  clock: () => number;
 }
 
 function refuse(socket: Socket, error: GatewayError): void {
@@ -51,38 +51,20 @@ function refuse(socket: Socket, error: GatewayError): void {
 
 export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHandler; close(): void } {
   const { config, logger, metrics } = deps;
-  const open = new Map<string, Set<Socket>>();
+  const open = new Set<Socket>();
 
-  async function sweep(): Promise<void> {
-    for (const [sessionDigest, sockets] of open) {
-      let alive: boolean;
-      try {
-        const record = await deps.records.peek(sessionDigest);
-        alive = record?.tokens.sealed !== undefined && record.tokens.sealed !== '';
-      } catch {
-        continue; // Redis trouble is not proof the session ended.
-      }
-      if (!alive) {
-        for (const socket of sockets) socket.destroy();
-        open.delete(sessionDigest);
-        logger.info({ event: 'websocket_closed', reason: 'session_ended', count: sockets.size }, 'closed WebSockets of an ended session');
-      }
-    }
-  }
-  const timer = setInterval(() => {
-    sweep().catch((err: unknown) => logger.warn({ event: 'websocket_sweep_failed', err }, 're-checking open WebSockets failed'));
-  }, deps.sweepIntervalMs ?? 2000);
-  timer.unref();
-
-  function track(sessionDigest: string, socket: Socket, route: string): void {
-    let sockets = open.get(sessionDigest);
-    if (!sockets) open.set(sessionDigest, (sockets = new Set()));
-    sockets.add(socket);
+  function track(session: LoadedSession, socket: Socket, route: string): void {
+    open.add(socket);
     metrics.openWebSockets.inc({ route });
+    const release = deps.held.hold(session.digest, session.auth?.createdAt, ({ reason, endedAt }) => {
+      socket.destroy();
+      metrics.sessionEndToClose.observe({ stream: 'websocket' }, Math.max(0, deps.clock() - endedAt) / 1000);
+      logger.info({ event: 'websocket_closed', reason: 'session_ended', why: reason, route }, 'closed a WebSocket of an ended session');
+    });
     socket.once('close', () => {
+      release();
       metrics.openWebSockets.dec({ route });
-      sockets.delete(socket);
-      if (sockets.size === 0 && open.get(sessionDigest) === sockets) open.delete(sessionDigest);
+      open.delete(socket);
     });
   }
 
@@ -98,7 +80,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
     deps.checkStepUp?.(req, route, session);
     const credential = await deps.resolveCredential(route, session);
-    if (session?.tokens) track(session.digest, socket, route.path);
+    if (session?.tokens) track(session, socket, route.path);
     // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.
     await (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
   }
@@ -113,8 +95,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
       });
     },
     close() {
-      clearInterval(timer);
-      for (const sockets of open.values()) for (const socket of sockets) socket.destroy();
+      for (const socket of [...open]) socket.destroy();
       open.clear();
     },
   };

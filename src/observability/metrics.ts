@@ -29,7 +29,19 @@ export interface Metrics {
   observeRedis(operation: string, seconds: number, failed: boolean): void;
   upstreamErrors: Counter<'route' | 'kind'>;
   openWebSockets: Gauge<'route'>;
+  /** GET /auth/events streams open now. */
+  openEventStreams: Gauge;
+  /** Proxied streaming responses held open now, tracked for closing when their session ends. */
+  openProxiedStreams: Gauge<'route'>;
+  sessionEventsPublished: Counter<'kind'>;
+  sessionEventsReceived: Counter<'kind'>;
+  /** Seconds from a session's end to the close of each stream it had open here, by what was closed. */
+  sessionEndToClose: Histogram<'stream'>;
 }
+
+/** Known label values of the live-session metrics (exported at 0). */
+export const SESSION_EVENT_KINDS = ['signed-out', 'step-up-required', 'tokens-refreshed'] as const;
+export const CLOSED_STREAM_KINDS = ['websocket', 'proxied_stream', 'event_stream'] as const;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
@@ -146,6 +158,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['route'],
       registers,
     }),
+    openEventStreams: new Gauge({
+      name: 'bff_event_streams_open',
+      help: 'GET /auth/events streams currently open.',
+      registers,
+    }),
+    openProxiedStreams: new Gauge({
+      name: 'bff_proxied_streams_open',
+      help: 'Proxied streaming responses (event streams, bodies without Content-Length or of 1 MiB and more) currently open, closed when their session ends.',
+      labelNames: ['route'],
+      registers,
+    }),
+    sessionEventsPublished: new Counter({
+      name: 'bff_session_events_published_total',
+      help: 'Session events this instance published on the bus, by kind.',
+      labelNames: ['kind'],
+      registers,
+    }),
+    sessionEventsReceived: new Counter({
+      name: 'bff_session_events_received_total',
+      help: 'Session events this instance received from other instances, by kind (malformed: dropped messages).',
+      labelNames: ['kind'],
+      registers,
+    }),
+    sessionEndToClose: new Histogram({
+      name: 'bff_session_end_to_close_seconds',
+      help: 'Time from a session ending to the close of a stream it had open on this instance, by stream (websocket, proxied_stream, event_stream).',
+      labelNames: ['stream'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
   };
   // Every known label set starts at 0, so that a series exists before its first event: rates
   // and ratios in alerts see 0 rather than nothing (an absent series silences an alert).
@@ -153,6 +195,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const outcome of ['success', 'shared', 'invalid_grant', 'failure']) metrics.refreshes.inc({ outcome }, 0);
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
   for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed', 'over_capacity']) metrics.loginTransactions.inc({ outcome }, 0);
+  metrics.openEventStreams.set(0);
+  for (const kind of SESSION_EVENT_KINDS) {
+    metrics.sessionEventsPublished.inc({ kind }, 0);
+    metrics.sessionEventsReceived.inc({ kind }, 0);
+  }
+  metrics.sessionEventsReceived.inc({ kind: 'malformed' }, 0);
+  for (const stream of CLOSED_STREAM_KINDS) metrics.sessionEndToClose.zero({ stream });
   return metrics;
 }
 

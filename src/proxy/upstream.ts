@@ -22,6 +22,7 @@ import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
+import { isLongLived } from './streams.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -31,6 +32,8 @@ export interface UpstreamOptions {
   publicUrl: URL;
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
+  /** Told of each answer that may stay open for long (streams.ts), as its head is passed on. */
+  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse) => void;
   /** Called when the upstream could not be reached or did not answer in time. */
   onError: (err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) => void;
   /**
@@ -248,6 +251,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       options.onError(err, req, res);
     },
   };
+  const pass = (proxyRes: http.IncomingMessage, req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (options.onLongLived !== undefined && isLongLived(proxyRes, req.method)) options.onLongLived(req, res);
+    passThrough(proxyRes, res, isGatewayCookie);
+  };
   const answered = (proxyRes: http.IncomingMessage) => {
     const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;
     if (proxyReq) deadlines.done(proxyReq);
@@ -293,7 +300,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         const pending = (req as Retriable)[RETRY];
         if (pending === undefined || !rejectsToken(proxyRes)) {
           trace?.answered(req, proxyRes.statusCode ?? 502);
-          passThrough(proxyRes, res, isGatewayCookie);
+          pass(proxyRes, req, res);
           return;
         }
         (req as Retriable)[RETRY] = undefined;
@@ -303,7 +310,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
           .then((credential) => {
             if (credential === 'pass') {
               trace?.answered(req, proxyRes.statusCode ?? 502);
-              return passThrough(proxyRes, res, isGatewayCookie);
+              return pass(proxyRes, req, res);
             }
             proxyRes.resume();
             if (pending.header !== undefined) delete req.headers[pending.header];

@@ -114,3 +114,37 @@ export async function closeRedis(client: RedisClient): Promise<void> {
     client.disconnect();
   }
 }
+
+/**
+ * A second connection for pub/sub (a subscribed connection can run no other command), with the
+ * same options. ioredis resubscribes by itself after a reconnect (autoResubscribe). On Cluster
+ * it subscribes through one node to a plain channel: PUBLISH reaches every node of a cluster,
+ * and every instance needs every event (any instance may hold any session's streams), so
+ * sharded pub/sub would only make each instance subscribe to every shard.
+ */
+export function createSubscriber(client: RedisClient): RedisClient {
+  return client instanceof Cluster ? client.duplicate() : client.duplicate();
+}
+
+/**
+ * Which of `keys` exist, in pipelined batches (one round trip per batch). On Cluster the keys
+ * of a batch live in different slots, which one pipeline cannot carry: the batch's commands
+ * are sent together instead (ioredis routes each to its node).
+ */
+export async function existsMany(client: RedisClient, keys: readonly string[], batchSize = 500): Promise<boolean[]> {
+  const found: boolean[] = [];
+  for (let i = 0; i < keys.length; i += batchSize) {
+    const batch = keys.slice(i, i + batchSize);
+    if (client instanceof Cluster) {
+      const counts = await Promise.all(batch.map((key) => client.exists(key)));
+      for (const n of counts) found.push(n > 0);
+      continue;
+    }
+    const replies = (await client.pipeline(batch.map((key) => ['exists', key])).exec()) ?? [];
+    for (const [err, n] of replies) {
+      if (err) throw err;
+      found.push(Number(n) > 0);
+    }
+  }
+  return found;
+}

@@ -12,6 +12,7 @@
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
 import type { AuthData } from './data.js';
+import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 
 export interface ListedSession {
@@ -29,8 +30,11 @@ export interface EndedSession {
 
 export interface SessionRegistry {
   register(sessionDigest: string, auth: AuthData): Promise<void>;
-  /** Removes the record and its index entries; returns what was stored (to revoke its tokens). */
-  end(sessionDigest: string): Promise<StoredSession | undefined>;
+  /**
+   * Removes the record and its index entries; returns what was stored (to revoke its tokens).
+   * `reason` is what the session's open streams and event listeners are told (default logout).
+   */
+  end(sessionDigest: string, reason?: EndReason): Promise<StoredSession | undefined>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /** Ends every session of a provider session (sid) or of a whole user (sub). */
   endByProviderSession(iss: string, sid: string): Promise<EndedSession[]>;
@@ -44,8 +48,8 @@ export interface RegistryOptions {
   idleTimeoutSeconds: number;
   absoluteTimeoutSeconds: number;
   clock?: () => number;
-  /** Called for each ended session (e.g. to close its WebSockets on every instance). */
-  onEnded?: (sessionDigest: string) => void;
+  /** Called for each ended session (to close its streams on every instance, session/events.ts). */
+  onEnded?: (sessionDigest: string, reason: EndReason) => void;
 }
 
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
@@ -55,7 +59,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
 
-  async function end(sessionDigest: string): Promise<StoredSession | undefined> {
+  async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
     const stored = await records.peek(sessionDigest);
     await records.remove(sessionDigest);
     const auth = stored?.auth;
@@ -63,14 +67,15 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       await redis.hdel(keys.userSessions(userDigest(auth.iss, auth.sub)), auth.handle);
       if (auth.sid) await redis.srem(keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest);
     }
-    options.onEnded?.(sessionDigest);
+    options.onEnded?.(sessionDigest, reason);
     return stored;
   }
 
   async function endAll(digests: Iterable<string>): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const d of digests) {
-      const stored = await end(d);
+      // A provider said so (back-channel logout, by sid or by sub).
+      const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });
     }
     return ended;

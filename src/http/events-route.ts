@@ -1,0 +1,136 @@
+/**
+ * GET /auth/events (SPEC §3, issue 16): a server-sent-event stream of the current session's
+ * events, for the SPA:
+ *
+ *   session-ending     { secondsLeft }                       before the absolute timeout
+ *   signed-out         { reason }                            then the stream ends
+ *   step-up-required   { acr_values, max_age, loginUrl }     an upstream asked for more
+ *
+ * CSRF: browsers' EventSource cannot add the CSRF header, so the rules are a WebSocket
+ * upgrade's: `Origin`, when sent, must be publicUrl's, and `Sec-Fetch-Site`, when sent, must be
+ * same-origin. The stream carries nothing beyond what /auth/user shows (no token, no claim):
+ * reasons, a countdown and the step-up parameters.
+ *
+ * Reconnects: `retry:` tells EventSource how soon, and event ids count on from the browser's
+ * `Last-Event-ID`, so ids never go back across a reconnect (or a gateway restart). Nothing is
+ * replayed: a `signed-out` missed while disconnected shows as a 401 on the reconnect, and the
+ * countdown is sent again on connect.
+ */
+import type { IncomingMessage } from 'node:http';
+import { Router, type Request, type Response } from 'express';
+import type { Config } from '../config/load.js';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { LoadedSession } from '../proxy/bearer.js';
+import type { SessionEvent, SessionEvents } from '../session/events.js';
+import type { HeldSessions } from '../session/held.js';
+
+export interface EventsRouteDeps {
+  config: Config;
+  readSession: (req: IncomingMessage) => Promise<LoadedSession | undefined>;
+  events: SessionEvents;
+  held: HeldSessions;
+  metrics: Metrics;
+  clock: () => number;
+  /** Comment lines keep idle proxies from cutting the stream (default 15 s). */
+  heartbeatMs?: number;
+  /** How long before the absolute timeout `session-ending` is sent (default 300 s). */
+  endingNoticeSeconds?: number;
+  /** EventSource's reconnect delay (default 3000 ms). */
+  retryMs?: number;
+}
+
+const LAST_EVENT_ID = /^\d{1,15}$/;
+
+/** The `data:` of an event: the SPEC's fields only, whatever else the event object holds. */
+function payloadOf(event: SessionEvent): Record<string, unknown> | undefined {
+  switch (event.type) {
+    case 'signed-out':
+      return { reason: event.reason };
+    case 'step-up-required':
+      return { acr_values: event.acr_values ?? null, max_age: event.max_age ?? null, loginUrl: event.loginUrl };
+    default:
+      return undefined; // internal kinds (tokens-refreshed) are not the SPA's business
+  }
+}
+
+export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): void } {
+  const { config, metrics } = deps;
+  const heartbeatMs = deps.heartbeatMs ?? 15_000;
+  const noticeMs = (deps.endingNoticeSeconds ?? 300) * 1000;
+  const absoluteMs = config.session.absoluteTimeoutSeconds * 1000;
+  const open = new Set<Response>();
+  const router = Router();
+
+  function checkRequest(req: Request): number {
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== config.derived.publicOrigin) {
+      throw new GatewayError('csrf_check_failed', { description: 'The Origin of this event stream is not allowed.' });
+    }
+    const site = req.headers['sec-fetch-site'];
+    if (site !== undefined && site !== 'same-origin') {
+      throw new GatewayError('csrf_check_failed', { description: 'This event stream must be opened by the same origin.' });
+    }
+    const last = req.headers['last-event-id'];
+    if (last === undefined || last === '') return 0;
+    if (typeof last !== 'string' || !LAST_EVENT_ID.test(last)) {
+      throw new GatewayError('invalid_request', { description: 'Last-Event-ID must be a number this stream sent.' });
+    }
+    return Number(last);
+  }
+
+  router.get('/events', async (req: Request, res: Response) => {
+    let id = checkRequest(req);
+    const session = await deps.readSession(req);
+    if (!session?.auth || !session.tokens?.sealed) throw new GatewayError('login_required');
+    const { digest } = session;
+    const createdAt = session.auth.createdAt;
+
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-store',
+      // nginx and some other proxies buffer responses unless told not to.
+      'X-Accel-Buffering': 'no',
+    });
+    res.write(`retry: ${deps.retryMs ?? 3000}\n\n`);
+    const send = (type: string, data: Record<string, unknown>) => {
+      id += 1;
+      res.write(`id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+    };
+
+    open.add(res);
+    metrics.openEventStreams.inc();
+    const endsAt = createdAt + absoluteMs;
+    const notice = () => send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
+    const untilNotice = endsAt - noticeMs - deps.clock();
+    let noticeTimer: NodeJS.Timeout | undefined;
+    if (untilNotice <= 0) notice();
+    else noticeTimer = setTimeout(notice, Math.min(untilNotice, 2 ** 31 - 1));
+    const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), heartbeatMs);
+
+    const release = deps.held.hold(digest, createdAt, ({ reason, endedAt }) => {
+      send('signed-out', { reason });
+      res.end();
+      metrics.sessionEndToClose.observe({ stream: 'event_stream' }, Math.max(0, deps.clock() - endedAt) / 1000);
+    });
+    const unsubscribe = deps.events.subscribe(digest, (event) => {
+      if (event.type === 'signed-out') return; // the hold above says it, once, and ends the stream
+      const data = payloadOf(event);
+      if (data) send(event.type, data);
+    });
+    res.once('close', () => {
+      clearTimeout(noticeTimer);
+      clearInterval(heartbeat);
+      release();
+      unsubscribe();
+      open.delete(res);
+      metrics.openEventStreams.dec();
+    });
+  });
+
+  return Object.assign(router, {
+    close() {
+      for (const res of [...open]) res.end();
+    },
+  });
+}

@@ -1,0 +1,168 @@
+/**
+ * The session-event bus (issue 16): the instance that learns that a session ended or changed
+ * publishes one event; every instance receives it once (one subscription per process) and fans
+ * it out to its own listeners of that session.
+ *
+ * Events are keyed by the session digest (redis/keys.ts: a SHA-256 of the session ID, the name
+ * the session's Redis key already carries), never by the cookie value, and carry no token or
+ * claim: a reason, or the step-up parameters the SPA needs to sign in again. Listeners of the
+ * publishing instance are told at once, before Redis is asked, so a logout closes this
+ * instance's streams even while Redis is away; its own echo from Redis is ignored (origin id).
+ *
+ * What arrives from Redis is parsed like any other input from outside: a malformed or unknown
+ * message is dropped and counted, never thrown.
+ */
+import { randomBytes } from 'node:crypto';
+import type { BusTransport } from '../redis/pubsub.js';
+
+export const END_REASONS = ['logout', 'provider-logout', 'revoked', 'expired'] as const;
+export type EndReason = (typeof END_REASONS)[number];
+
+export type SessionEvent =
+  | { type: 'signed-out'; reason: EndReason }
+  | { type: 'step-up-required'; acr_values?: string; max_age?: number; loginUrl: string }
+  | { type: 'tokens-refreshed' };
+
+export type EventKind = SessionEvent['type'];
+export const EVENT_KINDS: readonly EventKind[] = ['signed-out', 'step-up-required', 'tokens-refreshed'];
+
+/** What a listener learns besides the event: when it was published (ms, the publisher's clock). */
+export interface Delivery {
+  publishedAt: number;
+}
+
+export type Listener = (event: SessionEvent, delivery: Delivery) => void;
+
+export interface SessionEvents {
+  /** Tells this instance's listeners now, and every other instance through Redis (best effort). */
+  publish(sessionDigest: string, event: SessionEvent): void;
+  /** Listens to one session's events; returns the function that stops listening. */
+  subscribe(sessionDigest: string, listener: Listener): () => void;
+  /** Runs after the bus's connection came back from a loss (events may have been missed). */
+  onReconnect(listener: () => void): void;
+  close(): Promise<void>;
+}
+
+export interface SessionEventsOptions {
+  /** Undefined: this process only (the demo's in-memory store, which nothing else shares). */
+  transport?: BusTransport;
+  clock?: () => number;
+  onPublished?: (kind: EventKind) => void;
+  onReceived?: (kind: EventKind) => void;
+  /** A message from Redis that is not one of ours (dropped). */
+  onMalformed?: () => void;
+  onPublishFailed?: (err: unknown) => void;
+}
+
+const DIGEST = /^[A-Za-z0-9_-]{32}$/;
+const ACR_VALUES = /^[\x21-\x7e]+(?: [\x21-\x7e]+)*$/;
+
+/** A same-origin relative path (the gateway's own login URL), never `//host` or `/\host`. */
+function isLocalPath(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 2048 && /^\/(?![/\\])[\x21-\x7e]*$/.test(value);
+}
+
+/** Parses one event as it crossed a boundary (Redis, or a caller's object); undefined if malformed. */
+export function parseEvent(value: unknown): SessionEvent | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const e = value as Record<string, unknown>;
+  switch (e.type) {
+    case 'signed-out':
+      return (END_REASONS as readonly unknown[]).includes(e.reason) ? { type: 'signed-out', reason: e.reason as EndReason } : undefined;
+    case 'tokens-refreshed':
+      return { type: 'tokens-refreshed' };
+    case 'step-up-required': {
+      if (!isLocalPath(e.loginUrl)) return undefined;
+      if (e.acr_values !== undefined && (typeof e.acr_values !== 'string' || e.acr_values.length > 512 || !ACR_VALUES.test(e.acr_values))) return undefined;
+      if (e.max_age !== undefined && (!Number.isSafeInteger(e.max_age) || (e.max_age as number) < 0)) return undefined;
+      return {
+        type: 'step-up-required',
+        loginUrl: e.loginUrl,
+        ...(e.acr_values !== undefined ? { acr_values: e.acr_values as string } : {}),
+        ...(e.max_age !== undefined ? { max_age: e.max_age as number } : {}),
+      };
+    }
+    default:
+      return undefined;
+  }
+}
+
+interface Wire {
+  /** Origin: the publishing process (its own echo is skipped). */
+  o: string;
+  d: string;
+  t: number;
+  e: SessionEvent;
+}
+
+function parseWire(message: string): Wire | undefined {
+  if (message.length > 4096) return undefined;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(message);
+  } catch {
+    return undefined;
+  }
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const w = raw as Record<string, unknown>;
+  if (typeof w.o !== 'string' || typeof w.d !== 'string' || !DIGEST.test(w.d) || typeof w.t !== 'number' || !Number.isFinite(w.t)) return undefined;
+  const event = parseEvent(w.e);
+  return event ? { o: w.o, d: w.d, t: w.t, e: event } : undefined;
+}
+
+export function createSessionEvents(options: SessionEventsOptions = {}): SessionEvents {
+  const clock = options.clock ?? Date.now;
+  const origin = randomBytes(12).toString('base64url');
+  const listeners = new Map<string, Set<Listener>>();
+  const reconnectListeners: Array<() => void> = [];
+
+  function deliver(sessionDigest: string, event: SessionEvent, delivery: Delivery): void {
+    const set = listeners.get(sessionDigest);
+    if (!set) return;
+    // A copy: a listener usually unsubscribes itself (a closed stream).
+    for (const listener of [...set]) listener(event, delivery);
+  }
+
+  options.transport?.listen(
+    (message) => {
+      const wire = parseWire(message);
+      if (!wire) {
+        options.onMalformed?.();
+        return;
+      }
+      if (wire.o === origin) return;
+      options.onReceived?.(wire.e.type);
+      deliver(wire.d, wire.e, { publishedAt: wire.t });
+    },
+    () => {
+      for (const listener of reconnectListeners) listener();
+    },
+  );
+
+  return {
+    publish(sessionDigest, event) {
+      const publishedAt = clock();
+      options.onPublished?.(event.type);
+      deliver(sessionDigest, event, { publishedAt });
+      if (!options.transport) return;
+      const message: Wire = { o: origin, d: sessionDigest, t: publishedAt, e: event };
+      options.transport.publish(JSON.stringify(message)).catch((err: unknown) => options.onPublishFailed?.(err));
+    },
+    subscribe(sessionDigest, listener) {
+      let set = listeners.get(sessionDigest);
+      if (!set) listeners.set(sessionDigest, (set = new Set()));
+      set.add(listener);
+      return () => {
+        set.delete(listener);
+        if (set.size === 0 && listeners.get(sessionDigest) === set) listeners.delete(sessionDigest);
+      };
+    },
+    onReconnect(listener) {
+      reconnectListeners.push(listener);
+    },
+    async close() {
+      listeners.clear();
+      await options.transport?.close();
+    },
+  };
+}

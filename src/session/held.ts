@@ -1,0 +1,177 @@
+/**
+ * The sessions this instance holds something open for (a proxied WebSocket, a proxied stream,
+ * a GET /auth/events stream), and how each learns that its session ended, without polling
+ * Redis per socket (issue 16):
+ *
+ * - Ended elsewhere or here (logout, back-channel logout, DELETE /auth/sessions, a refused
+ *   refresh): the session-event bus (events.ts) says so; one subscription per session held.
+ * - Absolute timeout: known locally from the session's createdAt; a timer per session held.
+ * - Idle timeout: no instance sees it happen (Redis lets the key expire). Each session held
+ *   gets a local deadline, "its idle TTL from the last time this instance saw it". At that
+ *   deadline, and only then, one command (PTTL of that one key) says whether it is gone
+ *   (ended: expired) or how long it still has (activity elsewhere slid it: the deadline moves
+ *   there). So 10,000 idle sockets on sessions with a 30-minute idle timeout cost each
+ *   session one command per 30 minutes, and nothing per socket.
+ * - Redis lost and back (the bus reconnected): the sessions held are checked once, EXISTS in
+ *   pipelined batches, and the gone ones end (their end events may have been missed).
+ *
+ * A Redis error never ends anything: the check is tried again later.
+ */
+import type { EndReason, SessionEvents } from './events.js';
+
+export interface HeldEnd {
+  reason: EndReason;
+  /** When the session ended (ms), as well as this instance knows: for the end-to-close histogram. */
+  endedAt: number;
+}
+
+export type OnEnd = (end: HeldEnd) => void;
+
+export interface HeldSessions {
+  /**
+   * Holds `sessionDigest` open until `release()`; `onEnd` runs once if the session ends first
+   * (then the hold is released). `createdAt` (ms) is the session's sign-in time, for the
+   * absolute timeout.
+   */
+  hold(sessionDigest: string, createdAt: number | undefined, onEnd: OnEnd): () => void;
+  /** The session digests held now. */
+  digests(): string[];
+  /** Checks every session held, once, in batches; ends the ones that are gone. */
+  recheck(): Promise<void>;
+  close(): void;
+}
+
+export interface HeldSessionsOptions {
+  events: SessionEvents;
+  idleTimeoutSeconds: number;
+  absoluteTimeoutSeconds: number;
+  /** A session's remaining idle lifetime in ms, undefined when it is gone (one PTTL). */
+  remainingMs: (sessionDigest: string) => Promise<number | undefined>;
+  /** Whether each session still exists, in order (pipelined batches). */
+  exist: (sessionDigests: readonly string[]) => Promise<boolean[]>;
+  clock?: () => number;
+  /** After a failed check, when to try again (ms; default 5 s). */
+  retryMs?: number;
+  onCheckFailed?: (err: unknown) => void;
+}
+
+/** setTimeout's largest delay; longer deadlines are re-armed from there. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+/** Past the TTL's end: the key is surely gone when the check runs. */
+const EXPIRY_MARGIN_MS = 250;
+
+interface Entry {
+  holders: Set<OnEnd>;
+  createdAt: number | undefined;
+  idleTimer?: NodeJS.Timeout;
+  absoluteTimer?: NodeJS.Timeout;
+  unsubscribe: () => void;
+}
+
+export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
+  const { events } = options;
+  const clock = options.clock ?? Date.now;
+  const retryMs = options.retryMs ?? 5000;
+  const entries = new Map<string, Entry>();
+
+  function end(sessionDigest: string, entry: Entry, reason: EndReason, endedAt: number): void {
+    if (entries.get(sessionDigest) !== entry) return;
+    drop(sessionDigest, entry);
+    for (const onEnd of entry.holders) onEnd({ reason, endedAt });
+  }
+
+  function drop(sessionDigest: string, entry: Entry): void {
+    clearTimeout(entry.idleTimer);
+    clearTimeout(entry.absoluteTimer);
+    entry.unsubscribe();
+    entries.delete(sessionDigest);
+  }
+
+  function armIdle(sessionDigest: string, entry: Entry, delayMs: number): void {
+    clearTimeout(entry.idleTimer);
+    entry.idleTimer = setTimeout(() => void checkIdle(sessionDigest, entry), Math.min(Math.max(delayMs, 0), MAX_DELAY_MS));
+    entry.idleTimer.unref();
+  }
+
+  async function checkIdle(sessionDigest: string, entry: Entry): Promise<void> {
+    let remaining: number | undefined;
+    try {
+      remaining = await options.remainingMs(sessionDigest);
+    } catch (err) {
+      options.onCheckFailed?.(err);
+      if (entries.get(sessionDigest) === entry) armIdle(sessionDigest, entry, retryMs);
+      return;
+    }
+    if (entries.get(sessionDigest) !== entry) return;
+    if (remaining === undefined) {
+      // Every instance holding it learns it at its own deadline; telling them now is cheaper
+      // than leaving them to find out.
+      events.publish(sessionDigest, { type: 'signed-out', reason: 'expired' });
+      end(sessionDigest, entry, 'expired', clock());
+    } else {
+      armIdle(sessionDigest, entry, remaining + EXPIRY_MARGIN_MS);
+    }
+  }
+
+  function armAbsolute(sessionDigest: string, entry: Entry): void {
+    if (entry.createdAt === undefined) return;
+    const endsAt = entry.createdAt + options.absoluteTimeoutSeconds * 1000;
+    const delay = endsAt - clock();
+    entry.absoluteTimer = setTimeout(() => {
+      if (clock() < endsAt) armAbsolute(sessionDigest, entry);
+      else end(sessionDigest, entry, 'expired', endsAt);
+    }, Math.min(Math.max(delay, 0), MAX_DELAY_MS));
+    entry.absoluteTimer.unref();
+  }
+
+  return {
+    hold(sessionDigest, createdAt, onEnd) {
+      let entry = entries.get(sessionDigest);
+      if (!entry) {
+        const created: Entry = {
+          holders: new Set(),
+          createdAt,
+          unsubscribe: events.subscribe(sessionDigest, (event, delivery) => {
+            if (event.type === 'signed-out') end(sessionDigest, created, event.reason, delivery.publishedAt);
+          }),
+        };
+        entry = created;
+        entries.set(sessionDigest, entry);
+        // The session was just read (its idle TTL slid to the full timeout).
+        armIdle(sessionDigest, entry, options.idleTimeoutSeconds * 1000 + EXPIRY_MARGIN_MS);
+        armAbsolute(sessionDigest, entry);
+      }
+      const held = entry;
+      // A wrapper per hold: the same callback held twice is two holds.
+      const holder: OnEnd = (e) => onEnd(e);
+      held.holders.add(holder);
+      return () => {
+        if (!held.holders.delete(holder)) return;
+        if (held.holders.size === 0 && entries.get(sessionDigest) === held) drop(sessionDigest, held);
+      };
+    },
+    digests() {
+      return [...entries.keys()];
+    },
+    async recheck() {
+      const digests = [...entries.keys()];
+      if (digests.length === 0) return;
+      let alive: boolean[];
+      try {
+        alive = await options.exist(digests);
+      } catch (err) {
+        // Not proof of anything: each session's own deadline will look again.
+        options.onCheckFailed?.(err);
+        return;
+      }
+      const now = clock();
+      digests.forEach((sessionDigest, i) => {
+        const entry = entries.get(sessionDigest);
+        if (entry && alive[i] === false) end(sessionDigest, entry, 'revoked', now);
+      });
+    },
+    close() {
+      for (const [sessionDigest, entry] of [...entries]) drop(sessionDigest, entry);
+    },
+  };
+}
