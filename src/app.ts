@@ -38,6 +38,8 @@ type Failed = IncomingMessage & { [FAILED]?: { error: unknown } };
 export interface AppOptions {
   /** Where GET /metrics on the main port reads from (a cluster worker asks its primary). */
   metricsSource?: MetricsSource;
+  /** GET /auth/events timing (http/events-route.ts defaults: heartbeat 15 s, notice 300 s, retry 3 s). */
+  eventStream?: { heartbeatMs?: number; endingNoticeSeconds?: number; retryMs?: number };
 }
 
 export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayApp {
@@ -120,7 +122,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   );
 
   // GET /auth/events: the session's events as server-sent events (issue 16).
-  const events = createEventsRoute({ ...runtime, readSession: createSessionReader(config, runtime.records) });
+  const events = createEventsRoute({ ...runtime, ...options.eventStream, readSession: createSessionReader(config, runtime.records) });
   runtime.onClose(() => events.close());
   app.use(config.server.authPath, events);
 

@@ -4,7 +4,7 @@
  * collected for assertions and leak scans.
  */
 import http from 'node:http';
-import { createApp } from '../../src/app.js';
+import { createApp, type AppOptions } from '../../src/app.js';
 import type { Config } from '../../src/config/load.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
 import { buildTestConfig, type TestConfigInput } from './config.js';
@@ -52,7 +52,7 @@ export function createTestClock(): TestClock {
 export async function startTestGateway(
   config: Config,
   reserved?: ReservedServer,
-  options: { clock?: TestClock; waitForProvider?: boolean } = {},
+  options: { clock?: TestClock; waitForProvider?: boolean; app?: AppOptions } = {},
 ): Promise<TestGateway> {
   const logs: string[] = [];
   const runtime = await createRuntime(config, {
@@ -62,7 +62,7 @@ export async function startTestGateway(
     discoveryRetry: { initialMs: 100, maxMs: 1000 },
   });
   if (options.waitForProvider ?? true) await runtime.provider.ready();
-  const app = createApp(runtime);
+  const app = createApp(runtime, options.app);
   const target = reserved ?? (await reserveServer());
   target.server.on('request', app);
   target.server.on('upgrade', app.handleUpgrade);

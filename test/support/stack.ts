@@ -4,6 +4,7 @@
  */
 import type { Config } from '../../src/config/load.js';
 import type { DevClient } from '../../src/dev/idp.js';
+import type { AppOptions } from '../../src/app.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestClock, type TestConfigInput, type TestGateway } from './gateway.js';
 import { startTestProvider, type TestProvider, type TestProviderOptions } from './oidc-provider.js';
 
@@ -15,6 +16,8 @@ export interface StackOptions {
   /** Changes to the gateway's client registration (e.g. more grant types). */
   client?: Partial<DevClient>;
   clock?: TestClock;
+  /** createApp's options (e.g. a short event-stream heartbeat). */
+  app?: AppOptions;
 }
 
 export interface Stack {
@@ -28,7 +31,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const reserved = await reserveServer();
   const provider = await startTestProvider({ ...options.provider, clients: [gatewayClient(reserved.url, options.client)] });
   const config = buildTestConfig({ ...options.config, issuer: provider.issuer, publicUrl: reserved.url });
-  const gateway = await startTestGateway(config, reserved, options.clock ? { clock: options.clock } : {});
+  const gateway = await startTestGateway(config, reserved, {
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.app ? { app: options.app } : {}),
+  });
   return {
     provider,
     config,

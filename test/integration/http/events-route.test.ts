@@ -1,0 +1,110 @@
+/**
+ * GET /auth/events at the boundary (SPEC §3, issue 16): who may open it (the session cookie,
+ * `Origin` and `Sec-Fetch-Site` as for a WebSocket upgrade), what bad input gets (a 4xx in the
+ * error shape), what the stream carries (retry:, ids counting on from Last-Event-ID, heartbeats,
+ * step-up-required as published on the bus, never a token), and its metric. Real provider,
+ * real Redis, one in-process gateway; the multi-instance behaviour is in
+ * process/live-sessions.test.ts.
+ *
+ * Mutation check (done by hand once): src/http/events-route.ts, checkRequest: drop the
+ * `origin !== config.derived.publicOrigin` condition's throw → "refuses a foreign Origin" fails
+ * (the stream opens with 200).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { openStream, type HeldStream } from '../../support/live-streams.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
+import { digest } from '../../../src/redis/keys.js';
+
+let stack: Stack;
+let client: BrowserClient;
+let cookieValue: string;
+let cookie: string;
+const opened: HeldStream[] = [];
+
+beforeAll(async () => {
+  stack = await startStack({ app: { eventStream: { heartbeatMs: 200 } } });
+  client = new BrowserClient();
+  await signIn(client, stack.gateway.url);
+  cookieValue = client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
+  cookie = `${stack.config.derived.sessionCookieName}=${cookieValue}`;
+});
+
+afterAll(async () => {
+  for (const s of opened) s.destroy();
+  await stack?.close();
+});
+
+const url = () => `${stack.gateway.url}/auth/events`;
+async function open(headers: Record<string, string> = {}): Promise<HeldStream> {
+  const s = await openStream(url(), { cookie, 'sec-fetch-site': 'same-origin', ...headers });
+  opened.push(s);
+  return s;
+}
+const sessionDigest = () => digest(sessionIdFromCookie(cookieValue));
+
+async function openGauge(): Promise<number> {
+  const text = await stack.gateway.runtime.metrics.registry.getSingleMetricAsString('bff_event_streams_open');
+  return Number(/bff_event_streams_open (\d+)/.exec(text)?.[1]);
+}
+
+describe('GET /auth/events', () => {
+  it('answers 401 login_required without a session', async () => {
+    expectErrorBody(await new BrowserClient().get(url()), 'login_required', 401);
+  });
+
+  it.each([
+    ['a foreign Origin', { origin: 'https://evil.example' }],
+    ['a null Origin', { origin: 'null' }],
+    ['Sec-Fetch-Site cross-site', { 'sec-fetch-site': 'cross-site' }],
+    ['Sec-Fetch-Site same-site', { 'sec-fetch-site': 'same-site' }],
+  ])('refuses %s with 403 csrf_check_failed', async (_what, headers) => {
+    expectErrorBody(await client.get(url(), { headers }), 'csrf_check_failed', 403);
+  });
+
+  it.each(['abc', '-1', '1.5', '9'.repeat(16)])('answers 400 invalid_request for Last-Event-ID %p', async (id) => {
+    expectErrorBody(await client.get(url(), { headers: { 'last-event-id': id, origin: stack.config.derived.publicOrigin } }), 'invalid_request', 400);
+  });
+
+  it('streams retry:, heartbeats and a step-up-required published on the bus, with ids counting on from Last-Event-ID, and no token', async () => {
+    const stream = await open({ origin: stack.config.derived.publicOrigin, 'last-event-id': '41' });
+    expect(stream.status).toBe(200);
+    expect(stream.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(stream.headers['cache-control']).toContain('no-store');
+    await eventually('a heartbeat', 10_000, () => stream.text().includes(': heartbeat'));
+    expect(stream.text()).toMatch(/^retry: \d+\n\n/);
+
+    stack.gateway.runtime.events.publish(sessionDigest(), {
+      type: 'step-up-required',
+      acr_values: 'urn:example:mfa',
+      max_age: 300,
+      loginUrl: '/auth/login?acr_values=urn%3Aexample%3Amfa&max_age=300',
+    });
+    const event = await stream.waitForEvent('step-up-required', 10_000);
+    expect(event.id).toBe('42');
+    expect(JSON.parse(event.data)).toEqual({
+      acr_values: 'urn:example:mfa',
+      max_age: 300,
+      loginUrl: '/auth/login?acr_values=urn%3Aexample%3Amfa&max_age=300',
+    });
+    const tokens = await tokensOfSession(stack.gateway, cookieValue);
+    expectNoSecretIn(stream.text(), { ...tokens, cookie: cookieValue, sessionId: sessionIdFromCookie(cookieValue), digest: sessionDigest() }, 'the event stream');
+    stream.destroy();
+  });
+
+  it('counts open streams, back to 0 when they close, and ends them with signed-out on logout', async () => {
+    // The earlier tests' streams were cut by the client: the gateway may still be seeing them go.
+    await eventually('no stream left open', 10_000, async () => (await openGauge()) === 0);
+    const stream = await open();
+    await eventually('the gauge to count it', 10_000, async () => (await openGauge()) === 1);
+    const res = await client.post(`${stack.gateway.url}/auth/logout`, { headers: { 'x-csrf': '1' } });
+    expect(res.status).toBe(200);
+    expect(JSON.parse((await stream.waitForEvent('signed-out', 10_000)).data)).toEqual({ reason: 'logout' });
+    expect((await stream.closed).complete).toBe(true);
+    await eventually('the gauge to drop', 10_000, async () => (await openGauge()) === 0);
+    // The cookie now names no session.
+    expectErrorBody(await client.get(url()), 'login_required', 401);
+  });
+});

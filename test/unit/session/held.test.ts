@@ -1,0 +1,152 @@
+/**
+ * Held sessions (src/session/held.ts): how an instance learns that a session it holds streams
+ * for has ended, without polling Redis per socket. The Redis reads are counted stand-ins, the
+ * clock and timers are Jest's fake ones.
+ *
+ * Mutation check (done by hand once): in checkIdle(), `armIdle(sessionDigest, entry,
+ * remaining + EXPIRY_MARGIN_MS)` → `armIdle(sessionDigest, entry, 1000)`: a session kept alive
+ * elsewhere is read every second, and "one read per idle period" fails.
+ */
+import { afterEach, beforeEach, expect, jest } from '@jest/globals';
+import { createSessionEvents, type SessionEvents } from '../../../src/session/events.js';
+import { createHeldSessions, type HeldEnd } from '../../../src/session/held.js';
+
+const IDLE_S = 60;
+const ABSOLUTE_S = 600;
+const D1 = 'a'.repeat(32);
+const D2 = 'b'.repeat(32);
+
+interface Fake {
+  /** Remaining idle ms per digest; absent = gone. */
+  ttl: Map<string, number>;
+  reads: string[];
+  existCalls: string[][];
+  failing: boolean;
+}
+
+function setup() {
+  const fake: Fake = { ttl: new Map(), reads: [], existCalls: [], failing: false };
+  const events: SessionEvents = createSessionEvents({ clock: Date.now });
+  const published: string[] = [];
+  events.subscribe(D1, (e) => published.push(e.type === 'signed-out' ? e.reason : e.type));
+  const held = createHeldSessions({
+    events,
+    idleTimeoutSeconds: IDLE_S,
+    absoluteTimeoutSeconds: ABSOLUTE_S,
+    clock: Date.now,
+    retryMs: 5000,
+    async remainingMs(d) {
+      fake.reads.push(d);
+      if (fake.failing) throw new Error('redis down');
+      return fake.ttl.get(d);
+    },
+    async exist(digests) {
+      fake.existCalls.push([...digests]);
+      if (fake.failing) throw new Error('redis down');
+      return digests.map((d) => fake.ttl.has(d));
+    },
+  });
+  return { fake, events, held, published };
+}
+
+const flush = async () => {
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+};
+
+beforeEach(() => {
+  jest.useFakeTimers();
+});
+afterEach(() => {
+  jest.useRealTimers();
+});
+
+describe('held sessions', () => {
+  it('reads nothing while no deadline is due, however many holds there are', async () => {
+    const { fake, held } = setup();
+    fake.ttl.set(D1, IDLE_S * 1000);
+    for (let i = 0; i < 1000; i++) held.hold(D1, Date.now(), () => undefined);
+    jest.advanceTimersByTime(IDLE_S * 1000 - 1);
+    await flush();
+    expect(fake.reads).toEqual([]);
+  });
+
+  it('at the idle deadline reads the one session once, and moves the deadline when activity elsewhere slid it', async () => {
+    const { fake, held } = setup();
+    const ended: HeldEnd[] = [];
+    held.hold(D1, Date.now(), (e) => ended.push(e));
+    fake.ttl.set(D1, 30_000); // another instance served a call: 30 s left
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
+    expect(fake.reads).toEqual([D1]);
+    await jest.advanceTimersByTimeAsync(29_000);
+    expect(fake.reads).toEqual([D1]);
+    fake.ttl.delete(D1); // then it idled out
+    await jest.advanceTimersByTimeAsync(2_000);
+    expect(fake.reads).toEqual([D1, D1]);
+    expect(ended.map((e) => e.reason)).toEqual(['expired']);
+  });
+
+  it('tells every holder of a session once when the bus says it ended, and only that session', async () => {
+    const { events, held } = setup();
+    const ends: string[] = [];
+    held.hold(D1, Date.now(), (e) => ends.push(`1a:${e.reason}`));
+    held.hold(D1, Date.now(), (e) => ends.push(`1b:${e.reason}`));
+    held.hold(D2, Date.now(), (e) => ends.push(`2:${e.reason}`));
+    events.publish(D1, { type: 'signed-out', reason: 'provider-logout' });
+    events.publish(D1, { type: 'signed-out', reason: 'logout' });
+    expect(ends).toEqual(['1a:provider-logout', '1b:provider-logout']);
+    expect(held.digests()).toEqual([D2]);
+  });
+
+  it('ends a session at its absolute timeout without asking Redis', async () => {
+    const { fake, held } = setup();
+    fake.ttl.set(D1, IDLE_S * 1000);
+    const ended: HeldEnd[] = [];
+    const createdAt = Date.now() - (ABSOLUTE_S - 10) * 1000;
+    held.hold(D1, createdAt, (e) => ended.push(e));
+    await jest.advanceTimersByTimeAsync(9_999);
+    expect(ended).toEqual([]);
+    await jest.advanceTimersByTimeAsync(2);
+    expect(ended).toEqual([{ reason: 'expired', endedAt: createdAt + ABSOLUTE_S * 1000 }]);
+    expect(fake.reads).toEqual([]);
+  });
+
+  it('never ends a session because Redis failed; it looks again later', async () => {
+    const { fake, held } = setup();
+    const ended: HeldEnd[] = [];
+    held.hold(D1, Date.now(), (e) => ended.push(e));
+    fake.failing = true;
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
+    await held.recheck();
+    expect(ended).toEqual([]);
+    fake.failing = false;
+    fake.ttl.set(D1, 10_000);
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(ended).toEqual([]);
+    expect(held.digests()).toEqual([D1]);
+  });
+
+  it('re-checks every held session in one batch after the bus came back, ending only the gone ones', async () => {
+    const { fake, held } = setup();
+    const ended: string[] = [];
+    fake.ttl.set(D2, 1000);
+    held.hold(D1, Date.now(), () => ended.push('D1'));
+    held.hold(D2, Date.now(), () => ended.push('D2'));
+    await held.recheck();
+    expect(fake.existCalls).toEqual([[D1, D2]]);
+    expect(ended).toEqual(['D1']);
+    expect(held.digests()).toEqual([D2]);
+  });
+
+  it('releases a session once its last holder lets go: no timer, no subscription left', async () => {
+    const { fake, held, events } = setup();
+    const ended: string[] = [];
+    const release = held.hold(D1, Date.now(), () => ended.push('x'));
+    release();
+    release();
+    expect(held.digests()).toEqual([]);
+    events.publish(D1, { type: 'signed-out', reason: 'logout' });
+    await jest.advanceTimersByTimeAsync(ABSOLUTE_S * 1000 * 2);
+    expect(ended).toEqual([]);
+    expect(fake.reads).toEqual([]);
+  });
+});
