@@ -1,6 +1,11 @@
 // The demo SPA. It holds no token and stores nothing: its only credential is the gateway's
 // HttpOnly cookie, which the browser attaches by itself to these same-origin calls.
 
+import { watchSession } from './live.js';
+
+/** Stops listening to the session's events (live.js) before this tab signs itself out. */
+let stopWatching = () => undefined;
+
 const $ = (id) => {
   const el = document.getElementById(id);
   if (!el) throw new Error(`missing #${id}`);
@@ -224,6 +229,7 @@ async function callApi() {
 
 async function signOut() {
   busy(view.signOut, true);
+  stopWatching(); // this tab's own sign-out is no news to it
   try {
     const reply = await gateway('POST', '/auth/logout');
     if (reply.ok && reply.body && typeof reply.body.logoutUrl === 'string') {
@@ -334,6 +340,8 @@ async function start() {
     if (reply.ok && reply.body && typeof reply.body === 'object') {
       showSignedIn(reply.body);
       showAuthLevel(reply.body); // step-up
+      // Live session (issue 16): a banner when signed out elsewhere, a countdown before the timeout.
+      stopWatching = watchSession({ banner: $('live-banner'), countdown: $('live-countdown'), onSignedOut: () => showSignedOut() });
       await loadSessions();
     } else if (reply.status === 401) {
       showSignedOut();

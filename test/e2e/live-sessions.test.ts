@@ -1,0 +1,110 @@
+/**
+ * Live sessions in a real browser (issue 16): the demo SPA in Debian's Chromium, two tabs of one
+ * browser profile. Signing out in one tab makes the other show "You were signed out in another
+ * tab" by itself (GET /auth/events, no click, no reload), and near the absolute timeout the SPA
+ * counts down. Same harness as login-flow.test.ts: config/default.yaml on free ports, the
+ * gateway's clock injectable.
+ *
+ * Mutation check (done by hand once): src/session/registry.ts, end(): drop
+ * `options.onEnded?.(sessionDigest, reason);` → the second tab never hears of the logout and
+ * the banner wait fails.
+ */
+import { existsSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
+import { withTimeout } from '../support/wait.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run'];
+/** Bound of every single wait. */
+const WAIT_MS = 15_000;
+
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && process.env.CI) throw new Error(`${CHROMIUM} is missing under CI: the browser suite must run`);
+if (!haveChromium) console.warn(`${CHROMIUM} is missing: test/e2e/live-sessions.test.ts is SKIPPED`);
+const run = haveChromium ? describe : describe.skip;
+
+let demo: RunningDemo;
+let browser: Browser | undefined;
+let clockOffsetMs = 0;
+const contexts: BrowserContext[] = [];
+
+async function newContext(): Promise<BrowserContext> {
+  if (!browser) throw new Error('no browser');
+  const context = await withTimeout(browser.newContext({ viewport: { width: 1000, height: 900 } }), WAIT_MS, 'a new browser context');
+  contexts.push(context);
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(WAIT_MS);
+  return context;
+}
+
+async function openSpa(page: Page): Promise<void> {
+  await page.goto(`${demo.url}/`);
+  await page.getByTestId('signed-out').or(page.getByTestId('signed-in')).filter({ visible: true }).first().waitFor();
+}
+
+async function signIn(page: Page): Promise<void> {
+  await openSpa(page);
+  await page.getByTestId('sign-in').click();
+  await page.waitForURL((url) => url.origin === demo.idpUrl);
+  await page.locator('input[name="login"]').fill('alice');
+  await page.locator('input[name="password"]').fill('alice-password');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.waitForURL((url) => url.origin === demo.url && url.pathname === '/');
+  await page.getByTestId('signed-in').waitFor({ state: 'visible' });
+}
+
+/** Resolves once the page's GET /auth/events has its answer head (the stream is open). */
+function eventStreamOpened(page: Page): Promise<unknown> {
+  return page.waitForResponse((r) => new URL(r.url()).pathname === '/auth/events' && r.status() === 200);
+}
+
+run('live sessions in the demo SPA (Chromium)', () => {
+  beforeAll(async () => {
+    demo = await startDemoOnFreePorts({ clock: () => Date.now() + clockOffsetMs });
+    const { chromium } = await import('playwright-core');
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: WAIT_MS });
+  }, 45_000);
+
+  afterAll(async () => {
+    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, 'closing a context', { fallback: undefined });
+    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await demo?.stop();
+  }, 40_000);
+
+  it('signing out in one tab shows the other tab a banner, without any click', async () => {
+    const context = await newContext();
+    const first = await context.newPage();
+    await signIn(first);
+
+    const second = await context.newPage();
+    const streaming = eventStreamOpened(second);
+    await openSpa(second);
+    await second.getByTestId('signed-in').waitFor({ state: 'visible' });
+    await streaming;
+    await expect(second.getByTestId('live-banner').isHidden()).resolves.toBe(true);
+
+    await first.getByTestId('sign-out').click();
+    const banner = second.getByTestId('live-banner');
+    await banner.waitFor({ state: 'visible' });
+    await expect(banner.textContent()).resolves.toBe('You were signed out in another tab.');
+    await second.getByTestId('signed-out').waitFor({ state: 'visible' });
+  }, 8 * WAIT_MS);
+
+  it('counts down before the absolute timeout', async () => {
+    const context = await newContext();
+    const page = await context.newPage();
+    await signIn(page);
+    // Two minutes before this session's absolute end, as the gateway's clock sees it.
+    clockOffsetMs = demo.config.session.absoluteTimeoutSeconds * 1000 - 120_000;
+    try {
+      await page.reload();
+      const countdown = page.getByTestId('live-countdown');
+      await countdown.waitFor({ state: 'visible' });
+      await expect(countdown.textContent()).resolves.toMatch(/^Your session ends in [12]:\d\d\. /);
+    } finally {
+      clockOffsetMs = 0;
+    }
+  }, 6 * WAIT_MS);
+});
