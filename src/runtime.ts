@@ -159,6 +159,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       // The provider refused the refresh: the grant is gone.
       await registry.end(d, 'revoked');
     },
+    onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
       annotateRefresh(tracing, outcome);

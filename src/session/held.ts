@@ -7,7 +7,9 @@
  *   refresh): the session-event bus (events.ts) says so; one subscription per session held.
  * - Absolute timeout: known locally from the session's createdAt; a timer per session held.
  * - Idle timeout: no instance sees it happen (Redis lets the key expire). Each session held
- *   gets a local deadline, "its idle TTL from the last time this instance saw it". At that
+ *   gets a local deadline, "its idle TTL from the last time this instance saw it" (a
+ *   tokens-refreshed event from any instance counts as seeing it: a refresh runs inside a
+ *   call that has just slid the TTL). At that
  *   deadline, and only then, one command (PTTL of that one key) says whether it is gone
  *   (ended: expired) or how long it still has (activity elsewhere slid it: the deadline moves
  *   there). So 10,000 idle sockets on sessions with a 30-minute idle timeout cost each
@@ -133,6 +135,8 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
           createdAt,
           unsubscribe: events.subscribe(sessionDigest, (event, delivery) => {
             if (event.type === 'signed-out') end(sessionDigest, created, event.reason, delivery.publishedAt);
+            // A refresh runs inside a call that has just slid the idle TTL: activity, no read needed.
+            else if (event.type === 'tokens-refreshed') armIdle(sessionDigest, created, options.idleTimeoutSeconds * 1000 + EXPIRY_MARGIN_MS);
           }),
         };
         entry = created;

@@ -65,6 +65,8 @@ export interface RefreshCoordinatorOptions {
   unsavedRetryMs?: number;
   /** Called once per coordinated refresh (not per waiting request); never given a token. */
   onRefresh?: (outcome: RefreshOutcome, report: RefreshReport) => void;
+  /** A new token set was stored for this session (the session-event bus tells other instances). */
+  onRefreshed?: (digest: string) => void;
 }
 
 export interface RefreshCoordinator {
@@ -153,6 +155,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       if (winner) return winner;
     }
     options.onRefresh?.('success', context);
+    options.onRefreshed?.(digest);
     return { version, tokens: next };
   }
 

@@ -85,6 +85,18 @@ describe('held sessions', () => {
     expect(ended.map((e) => e.reason)).toEqual(['expired']);
   });
 
+  it('counts a tokens-refreshed event from any instance as activity: the idle deadline moves without a read', async () => {
+    const { fake, held, events } = setup();
+    fake.ttl.set(D1, IDLE_S * 1000);
+    held.hold(D1, Date.now(), () => undefined);
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000 - 5_000);
+    events.publish(D1, { type: 'tokens-refreshed' });
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(fake.reads).toEqual([]);
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000);
+    expect(fake.reads).toEqual([D1]);
+  });
+
   it('tells every holder of a session once when the bus says it ended, and only that session', async () => {
     const { events, held } = setup();
     const ends: string[] = [];
