@@ -70,6 +70,16 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const proxy = createProxyRoutes(runtime, {
     meter: requestMetrics.meter,
     ...(requestTracing ? { tracing: requestTracing } : {}),
+    // An upstream's step-up challenge also goes to the session's GET /auth/events (every tab).
+    stepUpRequired: ({ sessionDigest, challenge }) => {
+      if (sessionDigest === undefined) return;
+      runtime.events.publish(sessionDigest, {
+        type: 'step-up-required',
+        loginUrl: challenge.loginUrl,
+        ...(challenge.acr_values !== null ? { acr_values: challenge.acr_values } : {}),
+        ...(challenge.max_age !== null ? { max_age: challenge.max_age } : {}),
+      });
+    },
     fail(req: Failed, res, error) {
       if (res.headersSent || req[FAILED]) {
         // Mid-stream failure: the only honest signal left is to cut the connection.

@@ -85,7 +85,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const stepUp = createStepUp({
     config,
     clock: runtime.clock,
-    sessionDigestOf: (req) => verifyCookie(req.headers.cookie)?.digest,
+    // The session the call ran for: by the upstream's answer the gateway's cookie has been
+    // stripped from the forwarded headers (proxy/headers.ts), so the cookie is only a fallback.
+    sessionDigestOf: (req) => (req as Owned)[OWNER]?.digest ?? verifyCookie(req.headers.cookie)?.digest,
     ...(hooks.stepUpRequired ? { listener: hooks.stepUpRequired } : {}),
   });
   // An upstream's step-up challenge concerns the user's sign-in: mapped on user routes only.

@@ -140,7 +140,13 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
   );
 
   return {
-    publish(sessionDigest, event) {
+    publish(sessionDigest, given) {
+      // The same rules as for what arrives from Redis, so that every instance hears the same.
+      const event = parseEvent(given);
+      if (!event || !DIGEST.test(sessionDigest)) {
+        options.onMalformed?.();
+        return;
+      }
       const publishedAt = clock();
       options.onPublished?.(event.type);
       deliver(sessionDigest, event, { publishedAt });

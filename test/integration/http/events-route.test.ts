@@ -6,26 +6,40 @@
  * real Redis, one in-process gateway; the multi-instance behaviour is in
  * process/live-sessions.test.ts.
  *
- * Mutation check (done by hand once): src/http/events-route.ts, checkRequest: drop the
- * `origin !== config.derived.publicOrigin` condition's throw → "refuses a foreign Origin" fails
- * (the stream opens with 200).
+ * Mutation checks (done by hand once):
+ *   - src/http/events-route.ts, checkRequest: drop the
+ *     `origin !== config.derived.publicOrigin` condition's throw → "refuses a foreign Origin" fails
+ *     (the stream opens with 200).
+ *   - src/app.ts, the stepUpRequired hook: `if (sessionDigest === undefined) return;` → `!==` →
+ *     the upstream's challenge never reaches the stream: the step-up test fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { openStream, type HeldStream } from '../../support/live-streams.js';
 import { startStack, type Stack } from '../../support/stack.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { eventually } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
 let stack: Stack;
+let upstream: Upstream;
 let client: BrowserClient;
 let cookieValue: string;
 let cookie: string;
 const opened: HeldStream[] = [];
 
 beforeAll(async () => {
-  stack = await startStack({ app: { eventStream: { heartbeatMs: 200 } } });
+  upstream = await startUpstream();
+  // An upstream that asks for a stronger sign-in (RFC 9470) on every call.
+  upstream.setHandler((_req, res) => {
+    res.writeHead(401, { 'www-authenticate': 'Bearer error="insufficient_user_authentication", acr_values="urn:example:mfa", max_age=300' });
+    res.end();
+  });
+  stack = await startStack({
+    app: { eventStream: { heartbeatMs: 200 } },
+    config: { routes: [{ path: '/api', target: upstream.url, auth: 'user' }] },
+  });
   client = new BrowserClient();
   await signIn(client, stack.gateway.url);
   cookieValue = client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
@@ -35,6 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const s of opened) s.destroy();
   await stack?.close();
+  await upstream?.close();
 });
 
 const url = () => `${stack.gateway.url}/auth/events`;
@@ -102,6 +117,17 @@ describe('GET /auth/events', () => {
       },
       'the event stream',
     );
+    stream.destroy();
+  });
+
+  it("tells the stream of an upstream's step-up challenge, as the 401 step_up_required tells the caller", async () => {
+    const stream = await open();
+    const res = await client.get(`${stack.gateway.url}/api/orders`, { headers: { 'x-csrf': '1' } });
+    expect(res.status).toBe(401);
+    const answered = JSON.parse(res.text) as { error: string; loginUrl: string };
+    expect(answered.error).toBe('step_up_required');
+    const event = JSON.parse((await stream.waitForEvent('step-up-required', 10_000)).data) as Record<string, unknown>;
+    expect(event).toEqual({ acr_values: 'urn:example:mfa', max_age: 300, loginUrl: answered.loginUrl });
     stream.destroy();
   });
 
