@@ -78,9 +78,11 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
+    // Held from the read on (not after the credential, which may take a refresh): an end heard
+    // meanwhile closes it. A refused upgrade destroys the socket, which releases the hold.
+    if (session?.tokens) track(session, socket, route.path);
     deps.checkStepUp?.(req, route, session);
     const credential = await deps.resolveCredential(route, session);
-    if (session?.tokens) track(session, socket, route.path);
     // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.
     await (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
   }

@@ -38,6 +38,11 @@ export interface SessionEvents {
   publish(sessionDigest: string, event: SessionEvent): void;
   /** Listens to one session's events; returns the function that stops listening. */
   subscribe(sessionDigest: string, listener: Listener): () => void;
+  /**
+   * The end of a session heard in the last minute, if any: for a stream opened just as its
+   * session ended (its read raced the end event), which would otherwise miss it.
+   */
+  recentEnd(sessionDigest: string): { reason: EndReason; publishedAt: number } | undefined;
   /** Runs after the bus's connection came back from a loss (events may have been missed). */
   onReconnect(listener: () => void): void;
   close(): Promise<void>;
@@ -55,6 +60,8 @@ export interface SessionEventsOptions {
 }
 
 const DIGEST = /^[A-Za-z0-9_-]{32}$/;
+const RECENT_END_MS = 60_000;
+const RECENT_END_MAX = 10_000;
 const ACR_VALUES = /^[\x21-\x7e]+(?: [\x21-\x7e]+)*$/;
 
 /** A same-origin relative path (the gateway's own login URL), never `//host` or `/\host`. */
@@ -116,7 +123,20 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
   const listeners = new Map<string, Set<Listener>>();
   const reconnectListeners: Array<() => void> = [];
 
+  // Ends heard recently, oldest first (Map order), bounded in time and size.
+  const recentEnds = new Map<string, { reason: EndReason; publishedAt: number; heardAt: number }>();
+  function remember(sessionDigest: string, reason: EndReason, publishedAt: number): void {
+    const now = clock();
+    for (const [d, e] of recentEnds) {
+      if (e.heardAt > now - RECENT_END_MS && recentEnds.size < RECENT_END_MAX) break;
+      recentEnds.delete(d);
+    }
+    recentEnds.delete(sessionDigest);
+    recentEnds.set(sessionDigest, { reason, publishedAt, heardAt: now });
+  }
+
   function deliver(sessionDigest: string, event: SessionEvent, delivery: Delivery): void {
+    if (event.type === 'signed-out') remember(sessionDigest, event.reason, delivery.publishedAt);
     const set = listeners.get(sessionDigest);
     if (!set) return;
     // A copy: a listener usually unsubscribes itself (a closed stream).
@@ -163,11 +183,16 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
         if (set.size === 0 && listeners.get(sessionDigest) === set) listeners.delete(sessionDigest);
       };
     },
+    recentEnd(sessionDigest) {
+      const e = recentEnds.get(sessionDigest);
+      return e && e.heardAt > clock() - RECENT_END_MS ? { reason: e.reason, publishedAt: e.publishedAt } : undefined;
+    },
     onReconnect(listener) {
       reconnectListeners.push(listener);
     },
     async close() {
       listeners.clear();
+      recentEnds.clear();
       await options.transport?.close();
     },
   };

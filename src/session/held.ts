@@ -149,6 +149,10 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
       // A wrapper per hold: the same callback held twice is two holds.
       const holder: OnEnd = (e) => onEnd(e);
       held.holders.add(holder);
+      // Its read may have raced the end event (heard before this hold): end it now, once the
+      // caller has finished setting up.
+      const ended = events.recentEnd(sessionDigest);
+      if (ended) setImmediate(() => end(sessionDigest, held, ended.reason, ended.publishedAt));
       return () => {
         if (!held.holders.delete(holder)) return;
         if (held.holders.size === 0 && entries.get(sessionDigest) === held) drop(sessionDigest, held);

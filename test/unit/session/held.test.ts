@@ -3,9 +3,12 @@
  * for has ended, without polling Redis per socket. The Redis reads are counted stand-ins, the
  * clock and timers are Jest's fake ones.
  *
- * Mutation check (done by hand once): in checkIdle(), `armIdle(sessionDigest, entry,
- * remaining + EXPIRY_MARGIN_MS)` → `armIdle(sessionDigest, entry, 1000)`: a session kept alive
- * elsewhere is read every second, and "one read per idle period" fails.
+ * Mutation checks (done by hand once):
+ *   - in checkIdle(), `armIdle(sessionDigest, entry, remaining + EXPIRY_MARGIN_MS)` →
+ *     `armIdle(sessionDigest, entry, 1000)`: a session kept alive elsewhere is read every second,
+ *     and "moves the deadline" fails.
+ *   - in hold(), `if (ended)` → `if (ended && false)`: a hold taken just after the end stays
+ *     open, and "ends at once a hold taken just after" fails.
  */
 import { afterEach, beforeEach, expect, jest } from '@jest/globals';
 import { createSessionEvents, type SessionEvents } from '../../../src/session/events.js';
@@ -147,6 +150,17 @@ describe('held sessions', () => {
     expect(fake.existCalls).toEqual([[D1, D2]]);
     expect(ended).toEqual(['D1']);
     expect(held.digests()).toEqual([D2]);
+  });
+
+  it('ends at once a hold taken just after its session was heard to end (the read raced the event)', async () => {
+    const { events, held } = setup();
+    events.publish(D2, { type: 'signed-out', reason: 'revoked' });
+    const ended: string[] = [];
+    held.hold(D2, Date.now(), (e) => ended.push(e.reason));
+    expect(ended).toEqual([]); // not inside hold(): the caller finishes setting up first
+    await jest.advanceTimersByTimeAsync(0);
+    expect(ended).toEqual(['revoked']);
+    expect(held.digests()).toEqual([]);
   });
 
   it('releases a session once its last holder lets go: no timer, no subscription left', async () => {
