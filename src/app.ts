@@ -30,7 +30,12 @@ import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
  * The HTTP server's `request` listener, plus the handler it must call for `upgrade` events and
  * the Express app behind both.
  */
-export type GatewayApp = ((req: IncomingMessage, res: ServerResponse) => void) & { handleUpgrade: UpgradeHandler; express: Express };
+export type GatewayApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+  handleUpgrade: UpgradeHandler;
+  express: Express;
+  /** At the start of a drain: ends the gateway's own endless answers (GET /auth/events), which reconnect elsewhere. */
+  drain(): void;
+};
 
 const FAILED = Symbol('failed');
 type Failed = IncomingMessage & { [FAILED]?: { error: unknown } };
@@ -165,5 +170,5 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
     req.url = target;
     if (!proxy.handle(req, res)) app(req, res);
   };
-  return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app });
+  return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app, drain: () => events.close() });
 }

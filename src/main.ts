@@ -96,6 +96,8 @@ export async function startGateway(config: Config, runtime: Runtime, options: St
     shutdown() {
       shuttingDown ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        // Event streams never finish by themselves: end them now, so they reconnect elsewhere.
+        app.drain();
         metricsServer?.close();
         server.closeIdleConnections();
         const deadline = new Promise<void>((resolve) => setTimeout(resolve, config.server.shutdownTimeoutSeconds * 1000).unref());

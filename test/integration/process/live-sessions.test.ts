@@ -15,6 +15,8 @@
  *     → nothing on A hears of a logout on B: the logout test times out waiting for the closes.
  *   - src/session/held.ts, recheck(): `alive[i] === false` → `alive[i] === true`: the session
  *     that expired while Redis was down stays open, and the live one is closed: the Redis test fails.
+ *   - src/main.ts, shutdown(): drop `app.drain();` → the event stream is cut at the drain's
+ *     deadline instead of ended: the SIGTERM test fails on `complete`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
@@ -46,6 +48,8 @@ let publicUrl: string;
 let portA: number;
 let portB: number;
 let processes: Spawned[] = [];
+/** Both processes' config but the port (and any server keys given). */
+let configFor: (port: number, server?: Record<string, unknown>) => unknown;
 const upstreamStreams = new Set<ServerResponse>();
 
 beforeAll(async () => {
@@ -81,7 +85,7 @@ beforeAll(async () => {
     routes: [{ path: '/live', target: upstream.url, auth: 'user', websocket: true }],
     log: { level: 'info' },
   };
-  const configFor = (port: number) => ({ server: { port, host: '127.0.0.1', publicUrl }, ...shared });
+  configFor = (port: number, server: Record<string, unknown> = {}) => ({ server: { port, host: '127.0.0.1', publicUrl, ...server }, ...shared });
   processes = await Promise.all([
     startCliGateway(writeConfigFile(tmp, 'a.yaml', configFor(portA)), portA),
     startCliGateway(writeConfigFile(tmp, 'b.yaml', configFor(portB)), portB),
@@ -264,4 +268,16 @@ describe('live sessions over two gateway processes on one Redis', () => {
     const { ms } = await allClosed(keptHeld, since);
     console.log(`after the Redis restart: logout on B → closed on A in ${ms} ms`);
   }, 120_000);
+  it('SIGTERM ends a draining process\'s event streams cleanly, so that they reconnect elsewhere, and it exits 0', async () => {
+    const portC = await findFreePort();
+    const c = await startCliGateway(writeConfigFile(tmp, 'c.yaml', configFor(portC, { shutdownTimeoutSeconds: 5 })), portC);
+    const browser = await signInAs('alice');
+    const events = await openStream(`http://127.0.0.1:${portC}/auth/events`, { cookie: browser.cookie, 'sec-fetch-site': 'same-origin' });
+    expect(events.status).toBe(200);
+    await eventually('the event stream to start', 10_000, () => events.text().startsWith('retry: '));
+    c.child.kill('SIGTERM');
+    // Ended (a clean end of the chunked body), not cut when the drain's deadline closes every connection.
+    expect((await withTimeout(events.closed, 30_000, 'the event stream to end')).complete).toBe(true);
+    expect((await withTimeout(c.exited, 30_000, 'process C to exit')).code).toBe(0);
+  }, 90_000);
 });
