@@ -47,14 +47,14 @@ export interface ProxyHooks {
   tracing?: RequestTracing;
 }
 
-/**
- * The path of a request target already made canonical at the edge (app.ts); undefined for a
- * target that is not origin-form (refused there, never served here).
- */
 /** The session a call ran for (proxy/streams.ts: its long-lived answer is closed when it ends). */
 const OWNER = Symbol('owner');
 type Owned = IncomingMessage & { [OWNER]?: LoadedSession };
 
+/**
+ * The path of a request target already made canonical at the edge (app.ts); undefined for a
+ * target that is not origin-form (refused there, never served here).
+ */
 function pathOf(url: string | undefined): string | undefined {
   if (url === undefined || url.charCodeAt(0) !== 47 /* / */) return undefined;
   const q = url.indexOf('?');
