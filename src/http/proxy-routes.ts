@@ -95,6 +95,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
 
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
+  for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
   const upstreams = new Map<string, Upstream>(
     routes.map((route) => {
       const trace = tracing?.upstream(route.path);

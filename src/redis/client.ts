@@ -123,6 +123,7 @@ export async function closeRedis(client: RedisClient): Promise<void> {
  * sharded pub/sub would only make each instance subscribe to every shard.
  */
 export function createSubscriber(client: RedisClient): RedisClient {
+  // Two calls: Redis and Cluster each have their own duplicate(), and the union has no common signature.
   return client instanceof Cluster ? client.duplicate() : client.duplicate();
 }
 
