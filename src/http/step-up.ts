@@ -65,7 +65,9 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       if (ask) throw required(req, ask, session.digest);
     },
     fromUpstream(req, wwwAuthenticate) {
-      const ask = upstreamStepUp(wwwAuthenticate);
+      // The scheme the token went in (the proxy set Authorization): `dpop` on a DPoP route.
+      const sent = req.headers.authorization;
+      const ask = upstreamStepUp(wwwAuthenticate, sent?.startsWith('DPoP ') ? 'dpop' : 'bearer');
       return ask ? required(req, ask, deps.sessionDigestOf(req)) : undefined;
     },
   };

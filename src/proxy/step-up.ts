@@ -48,14 +48,22 @@ export function unmetStepUp(
   };
 }
 
+/** The token schemes an upstream may challenge with (RFC 9470 §3 works with any of them). */
+const STEP_UP_SCHEMES = new Set(['bearer', 'dpop']);
+
 /**
- * The ask of an upstream's `Bearer error="insufficient_user_authentication"` challenge (RFC 9470
- * §3), or undefined when the header holds no such challenge. Its `acr_values` and `max_age` are
- * kept only when they pass the same syntax as /auth/login's: a malformed one is left out rather
- * than copied into a URL or a body.
+ * The ask of an upstream's `insufficient_user_authentication` challenge (RFC 9470 §3) in the
+ * `Bearer` or the `DPoP` (RFC 9449 §7.1) scheme, or undefined when the header holds no such
+ * challenge. With several (`DPoP …, Bearer …`), the one in `preferredScheme` (the scheme the
+ * request's token went in) wins, else the first. Its `acr_values` and `max_age` are kept only
+ * when they pass the same syntax as /auth/login's: a malformed one is left out rather than
+ * copied into a URL or a body.
  */
-export function upstreamStepUp(header: string | readonly string[] | undefined): StepUpAsk | undefined {
-  const challenge = parseWwwAuthenticate(header).find((c) => c.scheme === 'bearer' && c.params.error === 'insufficient_user_authentication');
+export function upstreamStepUp(header: string | readonly string[] | undefined, preferredScheme?: string): StepUpAsk | undefined {
+  const challenges = parseWwwAuthenticate(header).filter(
+    (c) => STEP_UP_SCHEMES.has(c.scheme) && c.params.error === 'insufficient_user_authentication',
+  );
+  const challenge = challenges.find((c) => c.scheme === preferredScheme) ?? challenges[0];
   if (!challenge) return undefined;
   const ask: StepUpAsk = {};
   const acr = challenge.params.acr_values?.split(' ').filter((v) => v.length > 0);

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { parseWwwAuthenticate } from '../../../src/proxy/www-authenticate.js';
-import { upstreamStepUp } from '../../../src/proxy/step-up.js';
+import { stepUpChallenge, upstreamStepUp } from '../../../src/proxy/step-up.js';
 
 describe('parseWwwAuthenticate', () => {
   it('reads a Bearer challenge with quoted and token parameters', () => {
@@ -89,5 +89,62 @@ describe('upstreamStepUp', () => {
     ['a max_age with a sign', 'max_age="+5"', {}],
   ])('leaves out %s', (_what, param, expected) => {
     expect(upstreamStepUp(`Bearer error="insufficient_user_authentication", ${param}`)).toEqual(expected);
+  });
+});
+
+// Issue 15 follow-up: RFC 9470 works with any token scheme, and a DPoP route's upstream
+// challenges in the DPoP scheme (RFC 9449 §7.1).
+// Mutation that fails this block: in src/proxy/step-up.ts, make STEP_UP_SCHEMES
+// `new Set(['bearer'])` (a DPoP challenge is then passed through as a plain 401).
+describe('upstreamStepUp in the DPoP scheme', () => {
+  it('maps a DPoP insufficient_user_authentication challenge', () => {
+    expect(upstreamStepUp('DPoP error="insufficient_user_authentication", acr_values="urn:a", max_age=30, algs="ES256"')).toEqual({
+      acrValues: ['urn:a'],
+      maxAge: 30,
+    });
+    expect(upstreamStepUp(['Basic realm="x"', 'dpop algs="ES256 PS256", error=insufficient_user_authentication, max_age=0'])).toEqual({ maxAge: 0 });
+  });
+
+  it('reads several challenges in one header (DPoP …, Bearer …) and prefers the scheme the token went in', () => {
+    const both =
+      'DPoP algs="ES256", error="insufficient_user_authentication", acr_values="urn:dpop", ' +
+      'Bearer realm="api", error="insufficient_user_authentication", acr_values="urn:bearer"';
+    expect(upstreamStepUp(both, 'dpop')).toEqual({ acrValues: ['urn:dpop'] });
+    expect(upstreamStepUp(both, 'bearer')).toEqual({ acrValues: ['urn:bearer'] });
+    expect(upstreamStepUp(both)).toEqual({ acrValues: ['urn:dpop'] });
+    // Only the Bearer one is a step-up challenge: found whatever the preference.
+    expect(upstreamStepUp('DPoP algs="ES256", error="invalid_token", Bearer error="insufficient_user_authentication", max_age=5', 'dpop')).toEqual({ maxAge: 5 });
+    // A DPoP use_dpop_nonce next to nothing else is no step-up.
+    expect(upstreamStepUp('DPoP error="use_dpop_nonce", error_description="nonce"', 'dpop')).toBeUndefined();
+  });
+
+  it("cannot add a parameter to loginUrl: an acr value's & and = stay inside acr_values", () => {
+    const ask = upstreamStepUp('DPoP error="insufficient_user_authentication", acr_values="a&returnTo=//evil.example&prompt=none"') ?? {};
+    const url = new URL(stepUpChallenge(ask, '/auth', '/pay').loginUrl, 'https://gw.example');
+    expect([...url.searchParams.keys()]).toEqual(['acr_values', 'returnTo']);
+    expect(url.searchParams.get('returnTo')).toBe('/pay');
+    expect(url.searchParams.get('acr_values')).toBe('a&returnTo=//evil.example&prompt=none');
+  });
+
+  it('keeps only the /auth/login forms whatever the scheme (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('Bearer', 'DPoP', 'bearer', 'dpop', 'DPOP'),
+        fc.string({ maxLength: 300 }),
+        fc.string({ maxLength: 20 }),
+        (scheme, acr, maxAge) => {
+          const quote = (v: string) => `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+          const ask = upstreamStepUp(`${scheme} error="insufficient_user_authentication", acr_values=${quote(acr)}, max_age=${quote(maxAge)}`);
+          if (ask === undefined) {
+            // Only a value the quoted-string cannot carry (a control character) ends the parse.
+            expect(/[\u0000-\u0008\u000a-\u001f\u007f]/.test(acr + maxAge)).toBe(true);
+            return;
+          }
+          for (const value of ask.acrValues ?? []) expect(value).toMatch(/^[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=%]{1,200}$/);
+          expect(ask.acrValues?.length ?? 0).toBeLessThanOrEqual(8);
+          if (ask.maxAge !== undefined) expect(String(ask.maxAge)).toBe(maxAge);
+        },
+      ),
+    );
   });
 });
