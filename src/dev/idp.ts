@@ -42,7 +42,7 @@ export async function createDevIdp(options: DevIdpOptions): Promise<DevIdp> {
   const keys = await signingKeys(options.jwks);
   const store = new DevStore(options.clockTolerance ?? 5);
   const jwtRecords = new Map<string, JwtRecord>();
-  const counters: DevIdpCounters = { grants: {}, grantFailures: {}, revocations: 0, introspections: 0, backchannelLogouts: 0 };
+  const counters: DevIdpCounters = { grants: {}, grantFailures: {}, revocations: 0, revokedJwtIds: [], introspections: 0, backchannelLogouts: 0 };
   const log = options.logger ?? (() => undefined);
 
   const provider = new Provider(options.issuer, buildConfiguration({ options, ttl, users, store, keys: keys.privateJwks, jwtRecords }));

@@ -222,27 +222,39 @@ export async function clientCredentials(
   }
 }
 
+/** At most this many further access tokens (resource and exchanged ones) are revoked per session. */
+export const MAX_EXTRA_REVOCATIONS = 16;
+
 /**
  * RFC 7009, best effort: the refresh token first (revoking it ends the grant at most
- * providers), then the access token. Resolves to the number of failed calls.
+ * providers), then the access token and `extraAccessTokens` (RFC 8707 resource tokens, RFC 8693
+ * exchanged tokens: a provider that does not tie them to the grant would let them live on),
+ * those at once, so that the whole takes at most two provider timeouts whatever their number.
+ * Duplicates are sent once, and at most MAX_EXTRA_REVOCATIONS extra tokens. Never retried (a
+ * failure is reported to `onError`). Resolves to the number of failed calls.
  */
-export async function revokeTokens(provider: ProviderState, tokens: GrantedTokens, onError: (err: unknown) => void): Promise<number> {
+export async function revokeTokens(
+  provider: ProviderState,
+  tokens: GrantedTokens,
+  onError: (err: unknown) => void,
+  extraAccessTokens: readonly string[] = [],
+): Promise<number> {
   if (!provider.metadata.revocation_endpoint) return 0;
-  const calls: [string, string][] = [];
-  if (tokens.refreshToken) calls.push([tokens.refreshToken, 'refresh_token']);
-  calls.push([tokens.accessToken, 'access_token']);
   let failures = 0;
-  for (const [token, hint] of calls) {
+  const revoke = async (token: string, hint: string) => {
     try {
       await oidc.tokenRevocation(provider.configuration, token, { token_type_hint: hint });
     } catch (err) {
       // RFC 7009 §2.2.1: providers answer this for self-contained (JWT) access tokens, which
       // they cannot revoke; the refresh token's revocation already ended the grant.
-      if (err instanceof oidc.ResponseBodyError && err.error === 'unsupported_token_type') continue;
+      if (err instanceof oidc.ResponseBodyError && err.error === 'unsupported_token_type') return;
       failures += 1;
       onError(err);
     }
-  }
+  };
+  if (tokens.refreshToken) await revoke(tokens.refreshToken, 'refresh_token');
+  const access = [...new Set([tokens.accessToken, ...extraAccessTokens.slice(0, MAX_EXTRA_REVOCATIONS)])];
+  await Promise.all(access.map((token) => revoke(token, 'access_token')));
   return failures;
 }
 

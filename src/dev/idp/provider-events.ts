@@ -2,6 +2,7 @@
  * Provider middleware (offline-access consent, request counters) and the events it logs.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { decodeJwt } from 'jose';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import type { Env } from './env.js';
 import { errorMessage, grantHasOfflineAccess, increment, splitScope } from './helpers.js';
@@ -53,8 +54,24 @@ function countRequest(counters: DevIdpCounters, ctx: KoaContextWithOIDC): void {
     if (ctx.status >= 400) increment(counters.grantFailures, grantType);
   } else if (route === 'revocation') {
     counters.revocations += 1;
+    const jti = jwtId(ctx.oidc.params?.token);
+    if (jti !== undefined) {
+      counters.revokedJwtIds.push(jti);
+      if (counters.revokedJwtIds.length > 1000) counters.revokedJwtIds.shift();
+    }
   } else if (route === 'introspection') {
     counters.introspections += 1;
+  }
+}
+
+/** The `jti` of a JWT's payload (not verified: a counter for tests, not a decision), else undefined. */
+function jwtId(token: unknown): string | undefined {
+  if (typeof token !== 'string' || token.length > 16_384) return undefined;
+  try {
+    const jti = decodeJwt(token).jti;
+    return typeof jti === 'string' ? jti : undefined;
+  } catch {
+    return undefined;
   }
 }
 

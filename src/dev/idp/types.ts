@@ -88,6 +88,12 @@ export interface DevIdpCounters {
   /** Token endpoint requests that ended in an error, by grant_type. */
   grantFailures: Record<string, number>;
   revocations: number;
+  /**
+   * The `jti` of each JWT access token presented at the revocation endpoint (oidc-provider
+   * cannot revoke JWTs and answers unsupported_token_type, so this is where a test sees that the
+   * gateway sent its resource and exchanged tokens). The latest 1000.
+   */
+  revokedJwtIds: string[];
   introspections: number;
   backchannelLogouts: number;
 }
