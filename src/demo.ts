@@ -50,6 +50,9 @@ export async function startDemo(config: Config, options: { logger?: Logger } = {
     resourceServers: { [audience]: { scope: 'api:read' }, [ledgerAudience]: { scope: 'ledger:read' } },
     // DPoP with nonces (RFC 9449 §8), so the demo exercises the nonce round trip too.
     dpopNonces: true,
+    // RFC 9126: advertised, so the gateway's `auto` pushes every sign-in (the browser's URL
+    // carries only client_id and request_uri).
+    pushedAuthorizationRequests: 'offered',
     defaultResource: audience,
     ttl: devTtlFromEnv(),
     logger: (line) => logger.debug({ component: 'dev-idp' }, line),

@@ -1,49 +1,23 @@
 /**
- * Provider middleware (offline-access consent, request counters) and the events it logs.
+ * Provider middleware (offline-access consent, see offline-access.ts; request counters) and the
+ * events it logs.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decodeJwt } from 'jose';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import type { Env } from './env.js';
-import { errorMessage, grantHasOfflineAccess, increment, splitScope } from './helpers.js';
+import { errorMessage, increment } from './helpers.js';
+import { addConsentToPush, askConsentForOfflineAccess, AUTHORIZATION_PATH, PAR_PATH } from './offline-access.js';
 import type { DevIdpCounters } from './types.js';
 
-// oidc-provider's default route; the handler serves the provider at the root of its origin.
-const AUTHORIZATION_PATH = '/auth';
 
 export function installProviderMiddleware(env: Env): void {
   const { provider } = env;
   provider.use(async (ctx, next) => {
     if (ctx.method === 'GET' && ctx.path === AUTHORIZATION_PATH) await askConsentForOfflineAccess(env, ctx);
     await next();
+    if (ctx.method === 'POST' && ctx.path === PAR_PATH) await addConsentToPush(ctx as unknown as KoaContextWithOIDC);
     countRequest(env.counters, ctx as unknown as KoaContextWithOIDC);
   });
-}
-
-/**
- * oidc-provider v9 silently drops offline_access from an authorization request that does not
- * carry prompt=consent. Standard clients (the gateway included) do not send it, so the first
- * time a client asks for offline access the request is turned into a consent request; once
- * the grant holds offline_access, issueRefreshToken looks at the grant instead.
- */
-async function askConsentForOfflineAccess(env: Env, ctx: { querystring: string; req: IncomingMessage; res: ServerResponse }): Promise<void> {
-  const query = new URLSearchParams(ctx.querystring);
-  const prompts = splitScope(query.get('prompt'));
-  const clientId = query.get('client_id');
-  if (!splitScope(query.get('scope')).includes('offline_access') || !clientId) return;
-  if (prompts.includes('none') || prompts.includes('consent') || query.has('request') || query.has('request_uri')) return;
-  const client = await env.provider.Client.find(clientId);
-  if (!client?.grantTypeAllowed('refresh_token')) return;
-  if (await offlineAccessAlreadyGranted(env, ctx, clientId)) return;
-  query.set('prompt', [...prompts, 'consent'].join(' '));
-  ctx.querystring = query.toString();
-}
-
-async function offlineAccessAlreadyGranted(env: Env, ctx: { req: IncomingMessage; res: ServerResponse }, clientId: string): Promise<boolean> {
-  const { provider } = env;
-  const session = await provider.Session.get(provider.createContext(ctx.req, ctx.res));
-  const grantId = session.accountId ? session.grantIdFor(clientId) : undefined;
-  return grantId ? grantHasOfflineAccess(await provider.Grant.find(grantId)) : false;
 }
 
 function countRequest(counters: DevIdpCounters, ctx: KoaContextWithOIDC): void {
