@@ -38,6 +38,14 @@ export function retryForNonce(
   return dpopChallenge(answer.headers['www-authenticate'])?.error === 'use_dpop_nonce';
 }
 
+/**
+ * Upstream nonces are kept under their own name, never under the bare origin the provider's
+ * nonces use (runtime.ts, oidc/dpop.ts): an upstream on the provider's origin (an API hosted
+ * next to the IdP), lying or just different, must not set the nonce the token endpoint's proofs
+ * carry, nor read it (RFC 9449 §8 and §9: each server has its own nonces).
+ */
+export const upstreamNonceKey = (origin: string) => `upstream ${origin}`;
+
 export interface DpopProofs {
   attach(key: DpopPrivateJwk, accessToken: string, upstreamOrigin: string): Promise<DpopAttachment>;
 }
@@ -63,14 +71,15 @@ export function createDpopProofs(options: DpopProofsOptions): DpopProofs {
   return {
     async attach(key, accessToken, upstreamOrigin) {
       const signer = signerFor(key);
-      let nonce = await nonces.get(upstreamOrigin);
+      const server = upstreamNonceKey(upstreamOrigin);
+      let nonce = await nonces.get(server);
       return {
         proof: (htm, htu) =>
           signer.proof({ htm, htu, accessToken, ...(nonce !== undefined ? { nonce } : {}) }, Math.floor(clock() / 1000)),
         nonce(value) {
           if (value === nonce) return;
           nonce = value;
-          nonces.put(upstreamOrigin, value);
+          nonces.put(server, value);
         },
       };
     },

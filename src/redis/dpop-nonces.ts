@@ -12,7 +12,11 @@
  * a second old pays at most one use_dpop_nonce retry). A Redis failure here never fails a call: the proof goes without the shared nonce and
  * the server's use_dpop_nonce answer (one retry) makes up for it.
  *
- * Nonces are public values (servers send them in clear), so they are stored as they are.
+ * Nonces are public values (servers send them in clear), so they are stored as they are. The
+ * "origin" a nonce is kept under names the server: the provider's token endpoint origin, or
+ * `upstream <origin>` for a DPoP upstream (proxy/dpop-proofs.ts), so that an upstream sharing
+ * the provider's origin never touches the provider's nonce. Values are checked (parseNonce,
+ * crypto/dpop.ts: 1 to 1024 NQCHAR) before they get here.
  */
 import type { RedisClient } from './client.js';
 import { digest, type Keys } from './keys.js';
