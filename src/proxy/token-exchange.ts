@@ -18,9 +18,22 @@ import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
 
 export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
 
-/** The route's exchanged token in a token set, if there is one. */
-export function exchangedToken(tokens: TokenSet, route: CompiledRoute): ResourceToken | undefined {
-  return tokens.exchanged?.[route.path];
+/**
+ * What an exchanged token was asked for: audience, scope and resource. Tokens are cached under
+ * the route's path, and a route's tokenExchange may change between deployments (a new
+ * audience, a wider or narrower scope) while sessions live on.
+ */
+export function exchangeRequestKey(request: ExchangeRequest): string {
+  return JSON.stringify([request.audience, request.scope ?? null, request.resource ?? null]);
+}
+
+/**
+ * The route's exchanged token in a token set, if there is one and it answered the route's
+ * current exchange request (else a new exchange is made: never a token for another audience).
+ */
+export function exchangedToken(tokens: TokenSet, route: CompiledRoute & { tokenExchange: ExchangeRequest }): ResourceToken | undefined {
+  const token = tokens.exchanged?.[route.path];
+  return token !== undefined && token.exchangedFor === exchangeRequestKey(route.tokenExchange) ? token : undefined;
 }
 
 /**
@@ -35,6 +48,7 @@ export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequ
       accessToken: got.accessToken,
       expiresAt: got.expiresAt ?? nowSeconds(clock) + DEFAULT_TOKEN_LIFETIME_SECONDS,
       ...(got.scope !== undefined ? { scope: got.scope } : {}),
+      exchangedFor: exchangeRequestKey(route.tokenExchange),
     };
     return { ...current, exchanged: { ...current.exchanged, [route.path]: token } };
   };

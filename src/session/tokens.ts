@@ -6,6 +6,12 @@ export interface ResourceToken {
   /** Epoch seconds. */
   expiresAt?: number;
   scope?: string;
+  /**
+   * Exchanged tokens only: the exchange request it answered (proxy/token-exchange.ts
+   * exchangeRequestKey), so that a route whose tokenExchange changed never sends a token
+   * issued for its old audience or scope.
+   */
+  exchangedFor?: string;
 }
 
 export interface TokenSet {
