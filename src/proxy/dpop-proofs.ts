@@ -12,6 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import { createProofSigner, dpopChallenge, parseNonce, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
+import { joinTargetPath } from './target-path.js';
 
 /** Makes DPoP proofs for one credential. */
 export interface DpopAttachment {
@@ -36,6 +37,19 @@ export function retryForNonce(
   proofs.attachment.nonce(nonce);
   if (answer.statusCode !== 401 || !proofs.bodyless || alreadyRetried) return false;
   return dpopChallenge(answer.headers['www-authenticate'])?.error === 'use_dpop_nonce';
+}
+
+/**
+ * RFC 9449 §4.2 `htu`: the URL the upstream is called at, without query and fragment. The path
+ * is joined exactly as the proxy (target-path.ts, httpxy's rule) joins the target's path and the forwarded
+ * path with its query, then the query is cut: `/base` and `/` make `/base` (no slash added), `/base`
+ * and `/?q=1` make `/base/`, `/base/` and `/x` make `/base/x`. A proof for any other URI is
+ * refused by a server that checks htu.
+ */
+export function proofTarget(target: Pick<URL, 'origin' | 'pathname'>, forwarded: string): string {
+  const joined = joinTargetPath(target.pathname, forwarded);
+  const q = joined.indexOf('?');
+  return `${target.origin}${q === -1 ? joined : joined.slice(0, q)}`;
 }
 
 /**

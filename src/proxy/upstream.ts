@@ -21,7 +21,7 @@ import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
-import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
+import { proofTarget, retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { isLongLived } from './streams.js';
 
 export interface UpstreamOptions {
@@ -142,9 +142,6 @@ function rejectsToken(proxyRes: http.IncomingMessage): boolean {
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie, trace } = options;
   const target = new URL(route.target);
-  // RFC 9449 §4.2 htu: the URI the upstream is called at (target origin and base path, the
-  // forwarded canonical path), without query and fragment.
-  const htuBase = `${target.origin}${target.pathname.replace(/\/+$/, '')}`;
   const agent =
     target.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' })
@@ -206,11 +203,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
    */
   function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
     let htu = (req as Retriable)[DPOP]?.htu;
-    if (htu === undefined) {
-      const url = req.url ?? '/';
-      const q = url.indexOf('?');
-      htu = `${htuBase}${route.upstreamPath(q === -1 ? url : url.slice(0, q))}`;
-    }
+    if (htu === undefined) htu = proofTarget(target, upstreamTarget(req.url ?? '/'));
     req.headers.dpop = attachment.proof(req.method ?? 'GET', htu);
     (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req), htu };
   }

@@ -17,6 +17,7 @@ import type { Duplex } from 'node:stream';
 import { GatewayError } from '../errors.js';
 import { responseHeaders } from './headers.js';
 import { fromUpstreamError, UpstreamTimeout } from './errors.js';
+import { joinTargetPath } from './target-path.js';
 
 export interface TunnelOptions {
   /** The route's target. */
@@ -30,8 +31,7 @@ export interface TunnelOptions {
 
 /** Joins the target's own path prefix and the request path, as httpxy does for HTTP calls. */
 function upstreamPath(target: URL, path: string): string {
-  const base = target.pathname;
-  const joined = base === '/' || base === '' ? path : base.endsWith('/') ? base + path.slice(1) : base + path;
+  const joined = joinTargetPath(target.pathname, path);
   if (!target.search) return joined;
   return joined.includes('?') ? joined.replace('?', `${target.search}&`) : joined + target.search;
 }

@@ -242,6 +242,26 @@ describe('DPoP (RFC 9449)', () => {
     }
   });
 
+  it("makes htu exactly the URL the upstream is called at, also for a stripPrefix route's bare prefix (no trailing slash added)", async () => {
+    // Review of issue 15: httpxy joins the target path and '/' into '/base', not '/base/'.
+    // Mutation that fails it: in src/proxy/dpop-proofs.ts proofTarget, return
+    // `${target.origin}${target.pathname.replace(/\/+$/, '')}${forwarded.split('?')[0]}` (the old rule).
+    const { client } = await signedIn();
+    echo.reset();
+    for (const [path, upstreamUrl, htuPath] of [
+      ['/strip', '/base', '/base'],
+      ['/strip?q=1', '/base/?q=1', '/base/'],
+      ['/strip/', '/base', '/base'],
+      ['/echo', '/base/echo', '/base/echo'],
+    ] as const) {
+      const res = await client.get(`${gw.url}${path}`, { headers: csrf });
+      expect(res.status).toBe(200);
+      const seen = echo.requests.at(-1);
+      expect(seen?.url).toBe(upstreamUrl);
+      expect(proofClaims(String(seen?.headers.dpop)).htu).toBe(`${echo.url}${htuPath}`);
+    }
+  });
+
   it('passes a use_dpop_nonce 401 to a request with a body (never sent twice), and the next call carries the nonce', async () => {
     const { client } = await signedIn();
     echo.reset();
