@@ -105,30 +105,6 @@ export function createProofSigner(key: DpopPrivateJwk): ProofSigner {
   };
 }
 
-export interface DpopChallenge {
-  /** The `error` parameter of the DPoP challenge, when there is one. */
-  error?: string;
-}
-
-/**
- * The DPoP challenge in a WWW-Authenticate value (RFC 9449 §7.1), if any. Only what the gateway
- * acts on is read: the `error` parameter (`use_dpop_nonce`, `invalid_token`). Several challenges
- * may share one header (`Bearer ..., DPoP error="use_dpop_nonce"`).
- */
-export function dpopChallenge(header: string | string[] | undefined): DpopChallenge | undefined {
-  if (header === undefined) return undefined;
-  const value = Array.isArray(header) ? header.join(', ') : header;
-  if (value.length > 4096) return undefined;
-  const at = value.search(/(?:^|[\s,])DPoP(?:\s|$)/i);
-  if (at === -1) return undefined;
-  const rest = value.slice(at).replace(/^[\s,]*DPoP/i, '');
-  // Parameters up to the next scheme (a token followed by a space and not by "=").
-  const params = rest.split(/,\s*(?=[A-Za-z][A-Za-z0-9_-]*\s+[A-Za-z])/)[0] ?? '';
-  const error = /(?:^|[\s,])error\s*=\s*(?:"([^"]*)"|([^\s,]+))/i.exec(params);
-  const code = error?.[1] ?? error?.[2];
-  return code !== undefined ? { error: code } : {};
-}
-
 /** A DPoP-Nonce header value, if it is one (RFC 9449 §8.1: NQCHAR, 1*). Anything else is ignored. */
 export function parseNonce(value: string | string[] | undefined): string | undefined {
   if (typeof value !== 'string') return undefined;

@@ -10,9 +10,10 @@
  * bound to tune. Nonces come from redis/dpop-nonces.ts (memory first, Redis once per origin).
  */
 import type { IncomingMessage } from 'node:http';
-import { createProofSigner, dpopChallenge, parseNonce, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
+import { createProofSigner, parseNonce, type DpopPrivateJwk, type ProofSigner } from '../crypto/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
 import { joinTargetPath } from './target-path.js';
+import { parseWwwAuthenticate } from './www-authenticate.js';
 
 /** Makes DPoP proofs for one credential. */
 export interface DpopAttachment {
@@ -20,6 +21,24 @@ export interface DpopAttachment {
   proof(htm: string, htu: string): string;
   /** A DPoP-Nonce the upstream sent: used by the next proofs, shared with the other instances. */
   nonce(value: string): void;
+}
+
+export interface DpopChallenge {
+  /** The `error` parameter of the DPoP challenge, when there is one. */
+  error?: string;
+}
+
+/**
+ * The DPoP challenge in a WWW-Authenticate value (RFC 9449 §7.1), if any, read by the one
+ * WWW-Authenticate reader (www-authenticate.ts): a `DPoP` inside another challenge's quoted
+ * string (`Bearer realm="x, DPoP error=use_dpop_nonce"`) is no challenge. Only what the gateway
+ * acts on is kept: the `error` parameter (`use_dpop_nonce`, `invalid_token`).
+ */
+export function dpopChallenge(header: string | readonly string[] | undefined): DpopChallenge | undefined {
+  const challenge = parseWwwAuthenticate(header).find((c) => c.scheme === 'dpop');
+  if (!challenge) return undefined;
+  const error = challenge.params.error;
+  return error !== undefined ? { error } : {};
 }
 
 /**

@@ -10,7 +10,6 @@ import { calculateJwkThumbprint, EmbeddedJWK, jwtVerify } from 'jose';
 import {
   accessTokenHash,
   createProofSigner,
-  dpopChallenge,
   generateDpopKey,
   isDpopPrivateJwk,
   jwkThumbprint,
@@ -18,7 +17,7 @@ import {
   proofClaims,
   publicJwk,
 } from '../../../src/crypto/dpop.js';
-import { retryForNonce, type DpopAttachment } from '../../../src/proxy/dpop-proofs.js';
+import { dpopChallenge, retryForNonce, type DpopAttachment } from '../../../src/proxy/dpop-proofs.js';
 
 describe('DPoP keys', () => {
   it('makes P-256 keys whose RFC 7638 thumbprint is the one jose computes', async () => {
@@ -85,7 +84,11 @@ describe('DPoP challenges and nonces', () => {
     expect(dpopChallenge('Bearer error="use_dpop_nonce"')).toBeUndefined();
     expect(dpopChallenge('Bearer error="invalid_token", DPoP algs="ES256"')).toEqual({});
     expect(dpopChallenge(undefined)).toBeUndefined();
-    expect(dpopChallenge(`DPoP error="${'x'.repeat(5000)}"`)).toBeUndefined();
+    expect(dpopChallenge(`DPoP error="${'x'.repeat(9000)}"`)).toBeUndefined();
+    // Review of issue 15: a DPoP challenge inside another challenge's quoted string is none.
+    // Mutation that fails it: the old regex reader (search for /(?:^|[\s,])DPoP(?:\s|$)/i).
+    expect(dpopChallenge('Bearer realm="x, DPoP error=use_dpop_nonce"')).toBeUndefined();
+    expect(dpopChallenge('Bearer realm="DPoP error=\\"use_dpop_nonce\\"", DPoP algs="ES256"')).toEqual({});
   });
 
   it('takes a nonce of NQCHARs only', () => {
