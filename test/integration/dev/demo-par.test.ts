@@ -15,6 +15,8 @@ import { signIn } from '../../support/drive-login.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../../support/demo.js';
 import { tokensOfSession } from '../../support/assertions.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
+import { dumpRedis } from '../../support/redis-dump.js';
+import { findSecrets } from '../../support/secrets.js';
 
 const clock = createTestClock();
 let demo: RunningDemo;
@@ -69,5 +71,27 @@ describe('the demo with pushed authorization requests', () => {
     expect([...second.authorizeUrl.searchParams.keys()].sort()).toEqual(['client_id', 'request_uri']);
     expect(consented(second.hops)).toBe(false);
     expect((await tokensOf(client))?.refreshToken).toBeDefined();
+  });
+
+  it('keeps the code, the request_uri, the tokens and the DPoP key out of Redis in plaintext', async () => {
+    const client = new BrowserClient();
+    const result = await signIn(client, demo.url, { user: 'alice', password: 'alice-password', returnTo: '/' });
+    // (Not /api/hello: the test before moved the gateway's clock, and the demo API judges DPoP
+    // proofs' iat on its own.)
+    expect((await client.get(`${demo.url}/api/ledger/balance`, { headers: csrf })).status).toBe(200);
+    const tokens = await tokensOf(client);
+    const secrets = {
+      code: new URL(result.callbackUrl).searchParams.get('code') ?? undefined,
+      requestUri: result.authorizeUrl.searchParams.get('request_uri') ?? undefined,
+      accessToken: tokens?.accessToken,
+      refreshToken: tokens?.refreshToken,
+      idToken: tokens?.idToken,
+      exchanged: tokens?.exchanged?.['/api/ledger']?.accessToken,
+      dpopPrivateKey: tokens?.dpopKey?.d,
+    };
+    expect(Object.values(secrets).every((v) => typeof v === 'string' && v.length > 0)).toBe(true);
+    const dump = (await dumpRedis(demo.config.redis.url ?? '', `${demo.config.redis.keyPrefix}*`)).join('\n');
+    expect(dump.length).toBeGreaterThan(0);
+    expect(findSecrets(dump, secrets)).toEqual([]);
   });
 });
