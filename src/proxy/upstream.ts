@@ -23,6 +23,7 @@ import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { proofTarget, retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { isLongLived } from './streams.js';
+import { parseWwwAuthenticate } from './www-authenticate.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -133,10 +134,16 @@ function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, i
   proxyRes.pipe(res);
 }
 
-/** The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1). */
+/**
+ * The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1, RFC 9449
+ * §7.1): a Bearer or DPoP challenge whose error is exactly invalid_token, read by the one
+ * WWW-Authenticate reader (not `error=invalid_token` inside some quoted realm).
+ */
 function rejectsToken(proxyRes: http.IncomingMessage): boolean {
   if (proxyRes.statusCode !== 401) return false;
-  return /error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''));
+  return parseWwwAuthenticate(proxyRes.headers['www-authenticate']).some(
+    (c) => (c.scheme === 'bearer' || c.scheme === 'dpop') && c.params.error === 'invalid_token',
+  );
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
