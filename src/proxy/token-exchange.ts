@@ -24,8 +24,15 @@ export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promi
  * audience, a wider or narrower scope) while sessions live on.
  */
 export function exchangeRequestKey(request: ExchangeRequest): string {
-  return JSON.stringify([request.audience, request.scope ?? null, request.resource ?? null]);
+  let key = requestKeys.get(request);
+  if (key === undefined) {
+    key = JSON.stringify([request.audience, request.scope ?? null, request.resource ?? null]);
+    requestKeys.set(request, key);
+  }
+  return key;
 }
+/** Per config object (routes live as long as the process): no string built per call. */
+const requestKeys = new WeakMap<ExchangeRequest, string>();
 
 /**
  * The route's exchanged token in a token set, if there is one and it answered the route's
