@@ -13,7 +13,9 @@ import type { AddressInfo } from 'node:net';
 import type { ConfigInput } from '../../../src/config/schema.js';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { expectErrorBody } from '../../support/assertions.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { dumpRedis } from '../../support/redis-dump.js';
+import { findSecrets } from '../../support/secrets.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { startProviderFront, startFrontedProvider, oauthError, type ProviderFront } from '../../support/provider-front.js';
@@ -70,6 +72,29 @@ describe('a provider that offers PAR', () => {
     expect(first.searchParams.get('request_uri')).toMatch(/^urn:ietf:params:oauth:request_uri:/);
     const second = await signInThrough(setup.gw);
     expect(second.searchParams.get('request_uri')).not.toBe(first.searchParams.get('request_uri'));
+  });
+
+  it('auto: a pushed sign-in gets a refresh token (the dev provider keeps offline_access), and no code, request_uri, token or client secret reaches the log or Redis in plaintext', async () => {
+    // Issue 15 follow-up. Mutation that fails it: in src/dev/idp/offline-access.ts
+    // addConsentToPush, `if (ctx.status !== 201) return;` → `return;` (no refresh token).
+    const client = new BrowserClient();
+    const result = await signIn(client, setup.gw.url);
+    const cookie = client.cookies(setup.gw.url)[setup.gw.config.derived.sessionCookieName] as string;
+    const tokens = await tokensOfSession(setup.gw, cookie);
+    expect(tokens?.refreshToken).toBeDefined();
+    const secrets = {
+      code: new URL(result.callbackUrl).searchParams.get('code') ?? undefined,
+      requestUri: result.authorizeUrl.searchParams.get('request_uri') ?? undefined,
+      accessToken: tokens?.accessToken,
+      refreshToken: tokens?.refreshToken,
+      idToken: tokens?.idToken,
+      clientSecret: setup.gw.config.oidc.clientSecret,
+      cookie,
+    };
+    expect(Object.values(secrets).every((v) => typeof v === 'string' && v.length > 0)).toBe(true);
+    expect(findSecrets(setup.gw.logs.join('\n'), secrets)).toEqual([]);
+    const { url, keyPrefix } = setup.gw.config.redis;
+    expect(findSecrets((await dumpRedis(url ?? '', `${keyPrefix}*`)).join('\n'), secrets)).toEqual([]);
   });
 
   it('auto: login parameters travel in the push, not in the URL', async () => {
