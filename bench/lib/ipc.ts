@@ -211,6 +211,11 @@ export interface StartChildOptions {
   module: string;
   options: unknown;
   execArgv?: string[];
+  /**
+   * Runs the child under another executable (e.g. valgrind, with node and its flags in
+   * execArgv): fork() then starts `execPath ...execArgv module`, the IPC channel unchanged.
+   */
+  execPath?: string;
   env?: NodeJS.ProcessEnv;
   readyTimeoutMs?: number;
 }
@@ -219,6 +224,7 @@ export function startChild<Info>(opts: StartChildOptions): Promise<BenchChild<In
   installExitHook();
   const child = fork(opts.module, [], {
     execArgv: opts.execArgv ?? [],
+    ...(opts.execPath ? { execPath: opts.execPath } : {}),
     env: { ...process.env, ...opts.env, BENCH_CHILD_OPTIONS: JSON.stringify(opts.options) },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     serialization: 'advanced',
