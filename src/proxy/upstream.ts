@@ -135,6 +135,26 @@ function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, i
 }
 
 /**
+ * The route's target as the proxy server takes it, computed once. A bracketed IPv6 literal
+ * (`http://[::1]:8080`) becomes an object with the bare address, which http-proxy-middleware's
+ * per-call middleware used to do (httpxy would look `[::1]` up in DNS and fail); `::` stands
+ * for loopback, as there. Anything else stays the parsed URL.
+ */
+export function proxyTarget(target: URL): URL | { protocol: string; hostname: string; port: string; pathname: string; search: string; auth?: string } {
+  const { hostname } = target;
+  if (!(hostname.startsWith('[') && hostname.endsWith(']'))) return target;
+  const bare = hostname.slice(1, -1);
+  return {
+    protocol: target.protocol,
+    hostname: bare === '::' ? '::1' : bare,
+    port: target.port,
+    pathname: target.pathname,
+    search: target.search,
+    ...(target.username || target.password ? { auth: `${target.username}:${target.password}` } : {}),
+  };
+}
+
+/**
  * The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1, RFC 9449
  * §7.1): a Bearer or DPoP challenge whose error is exactly invalid_token, read by the one
  * WWW-Authenticate reader (not `error=invalid_token` inside some quoted realm).
@@ -216,7 +236,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   }
 
   const base = {
-    target: route.target,
+    // The URL parsed once: given a string, http-proxy-middleware (IPv6 check) and httpxy would
+    // each parse it again on every call.
+    target,
     changeOrigin: true,
     xfwd: false,
     // Never let HPM subscribe to the server's upgrade event itself: it would proxy every upgrade
@@ -228,9 +250,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   };
   type ProxyServer = { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> };
   let server: ProxyServer | undefined;
+  /**
+   * What the proxy server needs per call. httpxy copies the options object on every call, so
+   * http-proxy-middleware's own keys (plugins, handlers, path rewrite) stay out of it.
+   */
+  const callOptions = { target: proxyTarget(target), changeOrigin: true, xfwd: false, agent, selfHandleResponse: true };
   /** The same request once more (req was consumed: an empty stream stands in for its body). */
   const resend = (req: http.IncomingMessage, res: http.ServerResponse) =>
-    server?.web(req, res, { ...base, selfHandleResponse: true, buffer: Readable.from([]) });
+    server?.web(req, res, { ...callOptions, buffer: Readable.from([]) });
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
     // started answering is never cut by it.
@@ -265,7 +292,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   // can be answered by one renewal and one retry (SPEC §4). The retry rides on the request
   // itself, not in a WeakMap keyed by request: a collection keyed per request gets its tables
   // rehashed into the old generation (see deadlines.ts).
-  const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+  createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     selfHandleResponse: true,
     plugins: [
@@ -333,7 +360,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       prepareHeaders(req, credential);
       trace?.start(req);
       if (retry && isBodyless(req)) (req as Retriable)[RETRY] = { retry, header: credential?.header };
-      return proxy(req, res);
+      // HPM's per-call middleware (path filter, router, IPv6 target check, an options copy and
+      // three awaits) decides nothing here: the route was matched and its target parsed already.
+      // The proxy server HPM built (its plugins and the handlers above) serves the call, as
+      // resend() does; the path rule is applied here, as HPM's pathRewrite would.
+      req.url = upstreamTarget(req.url ?? '/');
+      return (server as ProxyServer).web(req, res, callOptions).catch((err: unknown) => {
+        on.error(err instanceof Error ? err : new Error(String(err)), req, res);
+      });
     },
     upgrade(req, socket, head, credential) {
       prepareHeaders(req, credential);

@@ -96,7 +96,10 @@ class UpstreamServer implements Upstream {
   private listening = false;
   private closing: Promise<void> | undefined;
 
-  constructor(websocket: boolean) {
+  private readonly host: string;
+
+  constructor(websocket: boolean, host = HOST) {
+    this.host = host;
     this.server = http.createServer((req, res) => this.onRequest(req, res));
     this.server.on('connection', (socket: Socket) => {
       this.sockets.add(socket);
@@ -121,7 +124,7 @@ class UpstreamServer implements Upstream {
   }
 
   get url(): string {
-    return `http://${HOST}:${this.port}`;
+    return `http://${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}`;
   }
 
   reset(): void {
@@ -141,7 +144,7 @@ class UpstreamServer implements Upstream {
       this.server.once('error', onError);
       // port 0 the first time; afterwards the same port, so a stopped upstream comes back where
       // the gateway's config points.
-      this.server.listen(this.port, HOST, () => {
+      this.server.listen(this.port, this.host, () => {
         this.server.off('error', onError);
         const addr = this.server.address();
         if (addr && typeof addr === 'object') this.port = addr.port;
@@ -280,8 +283,9 @@ class UpstreamServer implements Upstream {
   }
 }
 
-export async function startUpstream(opts: { websocket?: boolean } = {}): Promise<Upstream> {
-  const upstream = new UpstreamServer(opts.websocket ?? false);
+/** `host`: the loopback address to listen on (default 127.0.0.1; '::1' for an IPv6 upstream). */
+export async function startUpstream(opts: { websocket?: boolean; host?: '127.0.0.1' | '::1' } = {}): Promise<Upstream> {
+  const upstream = new UpstreamServer(opts.websocket ?? false, opts.host);
   await upstream.start();
   return upstream;
 }
