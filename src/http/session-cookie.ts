@@ -117,6 +117,8 @@ export function readCookies(req: Request): Record<string, string | undefined> {
 
 /** Our signed session cookies are about 80 characters; anything much longer is not one. */
 const MAX_SIGNED_VALUE = 256;
+/** Cookie headers up to this length are memoised by createCookieVerifier (10,000 x 1 KB at most). */
+const MAX_MEMO_HEADER = 1024;
 
 function signedValue(header: string | undefined, name: string): string | undefined {
   if (!header || !header.includes(name)) return undefined;
@@ -156,16 +158,28 @@ export interface VerifiedSessionCookie {
  */
 export function createCookieVerifier(name: string, secrets: readonly string[], size = 10_000) {
   const verified = new Map<string, VerifiedSessionCookie>();
+  // The whole Cookie header a browser sends is as constant as the value: the same header string
+  // parses to the same value, so a header whose value verified skips the parse too. Headers
+  // longer than a few values' worth are not kept (the memo's memory stays bounded).
+  const byHeader = new Map<string, VerifiedSessionCookie>();
+  const remember = <K,>(map: Map<K, VerifiedSessionCookie>, key: K, entry: VerifiedSessionCookie) => {
+    if (map.size >= size) map.delete(map.keys().next().value as K);
+    map.set(key, entry);
+  };
   return (header: string | undefined): VerifiedSessionCookie | undefined => {
+    if (header === undefined) return undefined;
+    const seen = byHeader.get(header);
+    if (seen !== undefined) return seen;
     const value = signedValue(header, name);
     if (value === undefined) return undefined;
-    const known = verified.get(value);
-    if (known !== undefined) return known;
-    const id = verifySigned(value, secrets);
-    if (id === undefined) return undefined;
-    if (verified.size >= size) verified.delete(verified.keys().next().value as string);
-    const entry = { id, digest: digest(id) };
-    verified.set(value, entry);
+    let entry = verified.get(value);
+    if (entry === undefined) {
+      const id = verifySigned(value, secrets);
+      if (id === undefined) return undefined;
+      entry = { id, digest: digest(id) };
+      remember(verified, value, entry);
+    }
+    if (header.length <= MAX_MEMO_HEADER) remember(byHeader, header, entry);
     return entry;
   };
 }

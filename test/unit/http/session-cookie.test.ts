@@ -33,3 +33,25 @@ describe('session cookie verification', () => {
     expect(verifier(cookie('sid-9'))).toEqual({ id: 'sid-9', digest: digest('sid-9') });
   });
 });
+
+// The verifier also remembers whole Cookie headers whose value verified (createCookieVerifier).
+// Mutation check: key that memo by the header up to the signature (`header` →
+// `header.slice(0, header.lastIndexOf('.'))` in its get and its set) → the first test fails.
+describe('session cookie verification, remembered headers', () => {
+  it('verifies a header it has not seen, even one that differs from a remembered one only in the signature', () => {
+    const verifier = createCookieVerifier('bff', [secret]);
+    const good = `theme=dark; ${cookie('sid-1')}`;
+    expect(verifier(good)?.id).toBe('sid-1');
+    const forged = good.slice(0, -3) + (good.endsWith('AAA') ? 'BBB' : 'AAA');
+    expect(verifier(forged)).toBeUndefined();
+    expect(verifier(good)?.id).toBe('sid-1');
+  });
+
+  it('answers a remembered header with the same entry, and still reads the cookie among changed others', () => {
+    const verifier = createCookieVerifier('bff', [secret]);
+    const first = verifier(`a=1; ${cookie('sid-2')}`);
+    expect(verifier(`a=1; ${cookie('sid-2')}`)).toBe(first);
+    expect(verifier(`a=2; ${cookie('sid-2')}; b=3`)?.id).toBe('sid-2');
+    expect(verifier(`a=1; ${'x'.repeat(2000)}=y; ${cookie('sid-2')}`)?.id).toBe('sid-2');
+  });
+});
