@@ -24,6 +24,11 @@
  *   --experiment autopipelining
  *                      the gateway with ioredis auto-pipelining on (a bench-only variation that
  *                      measures a suggested src/ change; reported as such)
+ *   --workers          also: the CLI with server.workers 1 and 2, alternating (workers.ts)
+ *   --login            also: sign-ins per second through the full flow (login.ts)
+ *   --login-concurrency N   sign-ins at once in --login (default 8)
+ *   --skip-main        only the sections asked for (--workers, --login): no four-target rounds,
+ *                      profiles or storm, and bench/results/latest.* stay as they are
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -43,6 +48,8 @@ import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
 import type { LoadResult, LoadRun } from './load.js';
 import type { GatewayOptions } from './servers/gateway.js';
+import { LOGIN_HEADER, loginRows, loginSection } from './login.js';
+import { WORKERS_HEADER, workersRows, workersSection } from './workers.js';
 
 const round2 = (v: number) => round(v, 2);
 
@@ -65,6 +72,11 @@ interface Settings {
   experiments: string[];
   /** Also record a sampling heap profile (allocations) of every target under load. */
   heapProfile: boolean;
+  /** Extra sections: the multi-core run, the sign-in rate. */
+  workers: boolean;
+  login: boolean;
+  loginConcurrency: number;
+  skipMain: boolean;
 }
 
 const EXPERIMENTS = new Set(['autopipelining']);
@@ -81,19 +93,21 @@ function parseArgs(argv: string[]): Settings {
     if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
     return v;
   };
-  const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment']);
+  const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment', '--workers', '--login', '--login-concurrency', '--skip-main']);
   const experiments: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (!known.has(a)) {
-      throw new Error(`unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict] [--experiment autopipelining]`);
+      throw new Error(
+        `unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict] [--experiment autopipelining] [--workers] [--login] [--login-concurrency N] [--skip-main]`,
+      );
     }
     if (a === '--experiment') {
       const name = argv[i + 1] ?? '';
       if (!EXPERIMENTS.has(name)) throw new Error(`--experiment needs one of: ${[...EXPERIMENTS].join(', ')}`);
       experiments.push(name);
     }
-    if (a === '--rounds' || a === '--duration' || a === '--connections' || a === '--experiment') i++;
+    if (a === '--rounds' || a === '--duration' || a === '--connections' || a === '--experiment' || a === '--login-concurrency') i++;
   }
   const rounds = Math.max(3, Math.floor(num('--rounds', 3)));
   const durationSec = num('--duration', quick ? 2 : 10);
@@ -102,7 +116,14 @@ function parseArgs(argv: string[]): Settings {
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
   const targetCount = 3 + experiments.length;
-  const plannedSec = targetCount * (warmupSec + rounds * durationSec + profileSec);
+  const workers = argv.includes('--workers');
+  const login = argv.includes('--login');
+  const skipMain = argv.includes('--skip-main');
+  if (skipMain && !workers && !login) throw new Error('--skip-main needs --workers or --login');
+  const plannedSec =
+    (skipMain ? 0 : targetCount * (warmupSec + rounds * durationSec + profileSec)) +
+    (workers ? 2 * (warmupSec + rounds * durationSec) + 60 : 0) +
+    (login ? durationSec + 60 : 0);
   return {
     quick,
     rounds,
@@ -115,6 +136,10 @@ function parseArgs(argv: string[]): Settings {
     strict: argv.includes('--strict'),
     experiments,
     heapProfile: argv.includes('--heap-profile'),
+    workers,
+    login,
+    loginConcurrency: Math.floor(num('--login-concurrency', 8)),
+    skipMain,
     deadlineMs: (plannedSec * (argv.includes('--heap-profile') ? 2 : 1) + 120) * 1000,
   };
 }
@@ -698,6 +723,8 @@ async function main(settings: Settings): Promise<number> {
         redisUrl: r.url,
         upstream: upstream.info.url,
         autoPipelining,
+        // --login signs in hundreds of times from one address: past the default 60 a minute.
+        ...(settings.login ? { loginPerMinute: 1_000_000 } : {}),
       });
       const mainGateway = gatewayOptions(gwPort, false);
       const variants = Promise.all(
@@ -745,9 +772,9 @@ async function main(settings: Settings): Promise<number> {
         startChild<Record<string, never>>({ name: 'autocannon', module: moduleOf('load'), options: {} }).then(keep),
         variants,
       ]);
-      return { redis: r, upstream, idp, gateway, baseline, eoc, raw, load, experimental };
+      return { redis: r, upstream, idp, gateway, baseline, eoc, raw, load, experimental, mainGateway };
     })());
-    const { idp, gateway, baseline, eoc, raw, load, upstream, experimental } = await startup;
+    const { idp, gateway, baseline, eoc, raw, load, upstream, experimental, mainGateway } = await startup;
     const redisServer = redis as unknown as RedisServer;
     const pids: Pids = {
       gateway: gateway.pid,
@@ -789,6 +816,65 @@ async function main(settings: Settings): Promise<number> {
       ...Object.fromEntries(experimental.map((c) => [c.name, c])),
     };
     log('signed in on the gateway and on express-openid-connect; every target answers 200');
+
+    // --- extra sections (--workers, --login) --------------------------------------------------------
+    const sections = async (): Promise<void> => {
+      const out: string[] = [];
+      const extra: Record<string, unknown> = { machine, settings };
+      if (settings.workers) {
+        const rows = await withTimeout('workers', (2 * (settings.warmupSec + settings.rounds * settings.durationSec) + 180) * 1000, workersSection({
+          cli: path.join(here, '..', 'src', 'cli.js'),
+          load,
+          host: HOST,
+          issuer: idp.info.issuer,
+          clientId: GATEWAY_CLIENT.id,
+          clientSecret: GATEWAY_CLIENT.secret,
+          sessionSecret: mainGateway.sessionSecret,
+          encryptionKey: mainGateway.encryptionKey,
+          redisUrl: redisServer.url,
+          upstream: upstream.info.url,
+          headers: targets[0]?.headers ?? {},
+          pids: { upstream: pids.upstream ?? -1, redis: pids.redis ?? -1, autocannon: pids.autocannon ?? -1 },
+          counts: [1, 2],
+          rounds: settings.rounds,
+          durationSec: settings.durationSec,
+          warmupSec: settings.warmupSec,
+          connections: settings.connections,
+          log,
+        }));
+        extra.workers = rows;
+        out.push(
+          `Multi-core: the CLI with server.workers 1 and 2 (${settings.rounds} alternating rounds x ${settings.durationSec} s, ${settings.connections} connections; ` +
+            `${machine.nproc} cores shared with the loader, the upstream and Redis, nothing pinned; gateway CPU = the primary and all its workers):`,
+          textTable(WORKERS_HEADER, workersRows(rows)),
+          '',
+        );
+      }
+      if (settings.login) {
+        const result = await withTimeout('login', (settings.durationSec + 120) * 1000, loginSection({
+          gatewayUrl: gateway.info.url,
+          cookieName: gateway.info.cookieName,
+          redis: redisServer,
+          pids: { gateway: gateway.pid, provider: idp.pid, redis: pids.redis ?? -1 },
+          durationSec: settings.durationSec,
+          concurrency: settings.loginConcurrency,
+          log,
+        }));
+        extra.login = result;
+        out.push(
+          `Sign-ins (the full flow, a fresh browser each: /auth/login, the provider's login form and consent, /auth/callback; ${settings.loginConcurrency} at once for ${settings.durationSec} s):`,
+          textTable(LOGIN_HEADER, loginRows(result)),
+          `Redis commands per sign-in: ${Object.entries(result.redisByCommandPerSignIn).map(([c, n]) => `${c} ${n}`).join(', ')}`,
+          '',
+        );
+      }
+      writeFileSync(path.join(resultsDir, 'sections.json'), `${JSON.stringify(extra, null, 2)}\n`);
+      process.stdout.write(`\n${out.join('\n')}`);
+    };
+    if (settings.skipMain) {
+      await sections();
+      return 0;
+    }
 
     // --- warm-up and alternating rounds -----------------------------------------------------------
     for (const t of targets) {
@@ -894,6 +980,7 @@ async function main(settings: Settings): Promise<number> {
       '',
     ];
     process.stdout.write(out.join('\n'));
+    if (settings.workers || settings.login) await sections();
 
     const stormOk = storm.every((t) => t.ok === t.calls && t.refreshGrants === 1 && t.distinctTokens === 1 && t.tokenChanged);
     if (!stormOk) {

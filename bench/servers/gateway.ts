@@ -27,6 +27,8 @@ export interface GatewayOptions {
    * createRuntime as a ready client. Measures a suggested src/ change without making it.
    */
   autoPipelining?: boolean;
+  /** rateLimit.loginPerMinute (the sign-in section signs in far more often than 60 a minute). */
+  loginPerMinute?: number;
 }
 
 guardChild(async () => {
@@ -48,6 +50,7 @@ guardChild(async () => {
       redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
       routes: [{ path: '/api', target: opts.upstream, auth: 'user' }],
       log: { level: 'info' },
+      ...(opts.loginPerMinute ? { rateLimit: { loginPerMinute: opts.loginPerMinute } } : {}),
     },
     { env: {} },
   );
