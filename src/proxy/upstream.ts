@@ -225,8 +225,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   }
 
   /**
-   * The target URI is computed on the first attempt, from the canonical path: HPM rewrites
-   * req.url to the upstream path before sending, and a retry must not rewrite it twice.
+   * The target URI is computed on the first attempt, from the canonical path: forward()
+   * rewrites req.url to the upstream path before sending, and a retry must not rewrite it twice.
    */
   function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
     let htu = (req as Retriable)[DPOP]?.htu;
