@@ -15,7 +15,8 @@
  *   there). So 10,000 idle sockets on sessions with a 30-minute idle timeout cost each
  *   session one command per 30 minutes, and nothing per socket.
  * - Redis lost and back (the bus reconnected): the sessions held are checked once, EXISTS in
- *   pipelined batches, and the gone ones end (their end events may have been missed).
+ *   pipelined batches, and the gone ones end (their end events may have been missed). A pass
+ *   that fails (the bus is often back before the command connection) is tried again soon.
  *
  * A Redis error never ends anything: the check is tried again later.
  */
@@ -61,6 +62,8 @@ export interface HeldSessionsOptions {
 const MAX_DELAY_MS = 2 ** 31 - 1;
 /** Past the TTL's end: the key is surely gone when the check runs. */
 const EXPIRY_MARGIN_MS = 250;
+/** The first retry of a failed recheck after the bus came back. */
+const RECHECK_FIRST_RETRY_MS = 250;
 
 interface Entry {
   holders: Set<OnEnd>;
@@ -126,6 +129,34 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
     entry.absoluteTimer.unref();
   }
 
+  let recheckRetry: NodeJS.Timeout | undefined;
+  /**
+   * One pass over every session held. The bus often reconnects before the command connection
+   * does: a pass that fails is tried again soon (backing off up to retryMs) until one succeeds,
+   * or a session that ended while Redis was away would stay open until its idle deadline.
+   */
+  async function recheckOnce(nextRetryMs: number): Promise<void> {
+    const digests = [...entries.keys()];
+    if (digests.length === 0) return;
+    let alive: boolean[];
+    try {
+      alive = await options.exist(digests);
+    } catch (err) {
+      options.onCheckFailed?.(err);
+      recheckRetry = setTimeout(() => {
+        recheckRetry = undefined;
+        void recheckOnce(Math.min(nextRetryMs * 2, retryMs));
+      }, nextRetryMs);
+      recheckRetry.unref();
+      return;
+    }
+    const now = clock();
+    digests.forEach((sessionDigest, i) => {
+      const entry = entries.get(sessionDigest);
+      if (entry && alive[i] === false) end(sessionDigest, entry, 'revoked', now);
+    });
+  }
+
   return {
     hold(sessionDigest, createdAt, onEnd) {
       let entry = entries.get(sessionDigest);
@@ -162,23 +193,14 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
       return [...entries.keys()];
     },
     async recheck() {
-      const digests = [...entries.keys()];
-      if (digests.length === 0) return;
-      let alive: boolean[];
-      try {
-        alive = await options.exist(digests);
-      } catch (err) {
-        // Not proof of anything: each session's own deadline will look again.
-        options.onCheckFailed?.(err);
-        return;
-      }
-      const now = clock();
-      digests.forEach((sessionDigest, i) => {
-        const entry = entries.get(sessionDigest);
-        if (entry && alive[i] === false) end(sessionDigest, entry, 'revoked', now);
-      });
+      // A later recheck (another reconnect) supersedes a retry still waiting.
+      clearTimeout(recheckRetry);
+      recheckRetry = undefined;
+      await recheckOnce(RECHECK_FIRST_RETRY_MS);
     },
     close() {
+      clearTimeout(recheckRetry);
+      recheckRetry = undefined;
       for (const [sessionDigest, entry] of [...entries]) drop(sessionDigest, entry);
     },
   };

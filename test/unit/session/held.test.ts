@@ -9,6 +9,8 @@
  *     and "moves the deadline" fails.
  *   - in hold(), `if (ended)` → `if (ended && false)`: a hold taken just after the end stays
  *     open, and "ends at once a hold taken just after" fails.
+ *   - in recheckOnce(), drop the `recheckRetry = setTimeout(…)` after a failed pass: "tries a
+ *     failed re-check again soon" fails (the session stays open until its idle deadline).
  */
 import { afterEach, beforeEach, expect, jest } from '@jest/globals';
 import { createSessionEvents, type SessionEvents } from '../../../src/session/events.js';
@@ -150,6 +152,24 @@ describe('held sessions', () => {
     expect(fake.existCalls).toEqual([[D1, D2]]);
     expect(ended).toEqual(['D1']);
     expect(held.digests()).toEqual([D2]);
+  });
+
+  it('tries a failed re-check again soon, so a session that ended while Redis was away is still closed', async () => {
+    // The bus often reconnects before the command connection: the first pass fails.
+    const { fake, held } = setup();
+    const ended: string[] = [];
+    fake.ttl.set(D2, 60_000);
+    held.hold(D1, Date.now(), () => ended.push('D1'));
+    held.hold(D2, Date.now(), () => ended.push('D2'));
+    fake.failing = true;
+    await held.recheck();
+    expect(ended).toEqual([]);
+    fake.failing = false;
+    // Well before any idle deadline (60 s): the retry, not the deadline, finds D1 gone.
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(ended).toEqual(['D1']);
+    expect(held.digests()).toEqual([D2]);
+    expect(fake.existCalls.length).toBeGreaterThanOrEqual(2);
   });
 
   it('ends at once a hold taken just after its session was heard to end (the read raced the event)', async () => {
