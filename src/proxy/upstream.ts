@@ -16,14 +16,15 @@ import {
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
-import { compileRequestHeaderStrip, forwardingHeaders, responseHeaders, stripCookies } from './headers.js';
+import { compileRequestHeaderStrip, forwardingHeaders, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { proofTarget, retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { isLongLived } from './streams.js';
-import { parseWwwAuthenticate } from './www-authenticate.js';
+import { proxyTarget } from './proxy-target.js';
+import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -78,92 +79,6 @@ export interface Upstream {
    */
   upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, credential: Credential | undefined): Promise<void>;
   close(): void;
-}
-
-/** GET, HEAD, OPTIONS, or DELETE without a body: safe to send twice. */
-export function isBodyless(req: http.IncomingMessage): boolean {
-  const method = req.method ?? 'GET';
-  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return true;
-  if (method !== 'DELETE') return false;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
-}
-
-const RETRY = Symbol('retry');
-/** Whether the current upstream attempt went out on a pooled (reused) connection; then whether it was resent. */
-const POOLED = Symbol('pooled');
-const RESENT = Symbol('resent');
-/** The DPoP attachment of the current attempt (DPoP routes only), and whether its nonce retry was spent. */
-const DPOP = Symbol('dpop');
-const NONCE_RETRIED = Symbol('nonce-retried');
-type Retriable = http.IncomingMessage & {
-  [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
-  [POOLED]?: boolean;
-  [RESENT]?: true;
-  [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };
-  [NONCE_RETRIED]?: true;
-};
-
-/**
- * A pooled keep-alive connection the upstream closed just as the gateway sent on it (its idle
- * timeout raced the request): the request failed before any answer and never reached the
- * upstream's application. Safe to send again, once, on a fresh connection, when it has no body
- * (RFC 9112 §9.3.1 lets a client retry an idempotent request after such a close).
- */
-function staleConnection(err: Error, req: Retriable, res: http.ServerResponse | Socket): boolean {
-  const code = (err as NodeJS.ErrnoException).code;
-  return (
-    (code === 'ECONNRESET' || code === 'EPIPE') &&
-    req[POOLED] === true &&
-    req[RESENT] !== true &&
-    'headersSent' in res &&
-    !res.headersSent &&
-    isBodyless(req)
-  );
-}
-
-/**
- * Every upstream answer is written by the gateway itself rather than by httpxy (whose writer
- * copies the upstream's Connection, or the browser's, into the answer): status, headers, streamed
- * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
- * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
- * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
- */
-function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean): void {
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, responseHeaders(proxyRes.rawHeaders, isGatewayCookie));
-  proxyRes.pipe(res);
-}
-
-/**
- * The route's target as the proxy server takes it, computed once. A bracketed IPv6 literal
- * (`http://[::1]:8080`) becomes an object with the bare address, which http-proxy-middleware's
- * per-call middleware used to do (httpxy would look `[::1]` up in DNS and fail); `::` stands
- * for loopback, as there. Anything else stays the parsed URL.
- */
-export function proxyTarget(target: URL): URL | { protocol: string; hostname: string; port: string; pathname: string; search: string; auth?: string } {
-  const { hostname } = target;
-  if (!(hostname.startsWith('[') && hostname.endsWith(']'))) return target;
-  const bare = hostname.slice(1, -1);
-  return {
-    protocol: target.protocol,
-    hostname: bare === '::' ? '::1' : bare,
-    port: target.port,
-    pathname: target.pathname,
-    search: target.search,
-    ...(target.username || target.password ? { auth: `${target.username}:${target.password}` } : {}),
-  };
-}
-
-/**
- * The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1, RFC 9449
- * §7.1): a Bearer or DPoP challenge whose error is exactly invalid_token, read by the one
- * WWW-Authenticate reader (not `error=invalid_token` inside some quoted realm).
- */
-function rejectsToken(proxyRes: http.IncomingMessage): boolean {
-  if (proxyRes.statusCode !== 401) return false;
-  return parseWwwAuthenticate(proxyRes.headers['www-authenticate']).some(
-    (c) => (c.scheme === 'bearer' || c.scheme === 'dpop') && c.params.error === 'invalid_token',
-  );
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {

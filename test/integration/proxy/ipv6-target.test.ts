@@ -1,10 +1,10 @@
 /**
  * A route whose target is an IPv6 literal (`http://[::1]:port`) reaches its upstream. The
- * proxy is called with the route's target computed once (src/proxy/upstream.ts proxyTarget),
+ * proxy is called with the route's target computed once (src/proxy/proxy-target.ts proxyTarget),
  * not through http-proxy-middleware's per-call middleware, which is where the bracketed host
  * used to be made a bare address; without that, the address is looked up in DNS and fails.
  *
- * Mutation check: make `proxyTarget` in src/proxy/upstream.ts return `target` unchanged → both
+ * Mutation check: make `proxyTarget` in src/proxy/proxy-target.ts return `target` unchanged → both
  * tests get 502 bad_gateway.
  */
 import { BrowserClient } from '../../support/browser-client.js';

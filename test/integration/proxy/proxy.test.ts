@@ -326,7 +326,7 @@ describe('upstream failures and streaming', () => {
           .on('error', reject);
       });
       // Mutation check: pipe the upstream response through a PassThrough that releases only on
-      // 'end' (buffering) in src/proxy/upstream.ts passThrough → upstreamSentAtFirstByte = size.
+      // 'end' (buffering) in src/proxy/upstream-call.ts passThrough → upstreamSentAtFirstByte = size.
       expect(outcome.bytes).toBe(size);
       expect(outcome.upstreamSentAtFirstByte).toBe(1024 * 1024);
     } finally {

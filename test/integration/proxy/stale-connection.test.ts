@@ -9,7 +9,7 @@
  * sees the answer, not a 502. A request with a body is not (it may have been half-read), nor one
  * that failed on a fresh connection.
  *
- * Mutation check: make `staleConnection` in src/proxy/upstream.ts return false → the first two
+ * Mutation check: make `staleConnection` in src/proxy/upstream-call.ts return false → the first two
  * tests get 502 bad_gateway.
  */
 import http from 'node:http';

@@ -5,7 +5,7 @@
  * quoted realm, or an error that merely starts with it, gets its 401 passed through: no refresh
  * at the provider, no second call. Real gateway, oidc-provider and upstream.
  *
- * Mutation that fails this file (checked by hand): in src/proxy/upstream.ts rejectsToken, go
+ * Mutation that fails this file (checked by hand): in src/proxy/upstream-call.ts rejectsToken, go
  * back to `/error="?invalid_token/i.test(String(proxyRes.headers['www-authenticate'] ?? ''))`.
  */
 import { BrowserClient } from '../../support/browser-client.js';

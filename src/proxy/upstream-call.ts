@@ -1,0 +1,79 @@
+/**
+ * One proxied call's state and the rules its upstream answer is judged by: whether a request
+ * may be sent twice, whether a failure was a stale pooled connection, whether a 401 refused the
+ * token, and how an answer is passed on. The state rides on the request itself (symbols), not in
+ * a WeakMap keyed by request: a collection keyed per request gets its tables rehashed into the
+ * old generation (see deadlines.ts).
+ */
+import type http from 'node:http';
+import type { Socket } from 'node:net';
+import type { DpopAttachment } from './dpop-proofs.js';
+import { responseHeaders } from './headers.js';
+import type { Retry } from './upstream.js';
+import { parseWwwAuthenticate } from './www-authenticate.js';
+
+/** GET, HEAD, OPTIONS, or DELETE without a body: safe to send twice. */
+export function isBodyless(req: http.IncomingMessage): boolean {
+  const method = req.method ?? 'GET';
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return true;
+  if (method !== 'DELETE') return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+}
+
+export const RETRY = Symbol('retry');
+/** Whether the current upstream attempt went out on a pooled (reused) connection; then whether it was resent. */
+export const POOLED = Symbol('pooled');
+export const RESENT = Symbol('resent');
+/** The DPoP attachment of the current attempt (DPoP routes only), and whether its nonce retry was spent. */
+export const DPOP = Symbol('dpop');
+export const NONCE_RETRIED = Symbol('nonce-retried');
+export type Retriable = http.IncomingMessage & {
+  [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
+  [POOLED]?: boolean;
+  [RESENT]?: true;
+  [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };
+  [NONCE_RETRIED]?: true;
+};
+
+/**
+ * A pooled keep-alive connection the upstream closed just as the gateway sent on it (its idle
+ * timeout raced the request): the request failed before any answer and never reached the
+ * upstream's application. Safe to send again, once, on a fresh connection, when it has no body
+ * (RFC 9112 §9.3.1 lets a client retry an idempotent request after such a close).
+ */
+export function staleConnection(err: Error, req: Retriable, res: http.ServerResponse | Socket): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return (
+    (code === 'ECONNRESET' || code === 'EPIPE') &&
+    req[POOLED] === true &&
+    req[RESENT] !== true &&
+    'headersSent' in res &&
+    !res.headersSent &&
+    isBodyless(req)
+  );
+}
+
+/**
+ * Every upstream answer is written by the gateway itself rather than by httpxy (whose writer
+ * copies the upstream's Connection, or the browser's, into the answer): status, headers, streamed
+ * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
+ * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
+ * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
+ */
+export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean): void {
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, responseHeaders(proxyRes.rawHeaders, isGatewayCookie));
+  proxyRes.pipe(res);
+}
+
+/**
+ * The WWW-Authenticate of a 401 says the token itself was refused (RFC 6750 §3.1, RFC 9449
+ * §7.1): a Bearer or DPoP challenge whose error is exactly invalid_token, read by the one
+ * WWW-Authenticate reader (not `error=invalid_token` inside some quoted realm).
+ */
+export function rejectsToken(proxyRes: http.IncomingMessage): boolean {
+  if (proxyRes.statusCode !== 401) return false;
+  return parseWwwAuthenticate(proxyRes.headers['www-authenticate']).some(
+    (c) => (c.scheme === 'bearer' || c.scheme === 'dpop') && c.params.error === 'invalid_token',
+  );
+}
