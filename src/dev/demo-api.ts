@@ -8,8 +8,9 @@
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { createDpopChecker, type DpopCheckerOptions } from './demo-api-dpop.js';
+import { bearerCredentials, describeTokenError, isTokenError, splitScopes, stringClaim, tokenScopes } from './demo-api-tokens.js';
 
 export interface DemoApiOptions {
   issuer: string;
@@ -55,21 +56,6 @@ type KeySet = ReturnType<typeof createRemoteJWKSet>;
 
 /** The key set is not reachable: the caller's token may be fine, so this is 503, not 401. */
 class KeysUnavailable extends Error {}
-
-/** Failures that say something about the token itself (as opposed to the key source). */
-const TOKEN_ERRORS = [
-  joseErrors.JWTExpired,
-  joseErrors.JWTClaimValidationFailed,
-  joseErrors.JWTInvalid,
-  joseErrors.JWSInvalid,
-  joseErrors.JWSSignatureVerificationFailed,
-  joseErrors.JOSEAlgNotAllowed,
-  joseErrors.JOSENotSupported,
-  joseErrors.JWKSNoMatchingKey,
-  joseErrors.JWKSMultipleMatchingKeys,
-];
-
-const isTokenError = (err: unknown): boolean => TOKEN_ERRORS.some((type) => err instanceof type);
 
 export function createDemoApi(options: DemoApiOptions): DemoApi {
   const required = splitScopes(options.requiredScope);
@@ -244,62 +230,6 @@ async function resolveJwksUri(options: DemoApiOptions): Promise<string> {
     throw new KeysUnavailable('The provider metadata is not usable for this issuer.');
   }
   return jwksUri;
-}
-
-type Credentials = { kind: 'none' } | { kind: 'malformed' } | { kind: 'bearer' | 'dpop'; token: string };
-
-function bearerCredentials(header: string | undefined): Credentials {
-  if (header === undefined || header.trim() === '') return { kind: 'none' };
-  const [scheme, ...rest] = header.trim().split(/ +/);
-  // Another scheme (Basic...) carries no bearer credentials: same answer as none at all.
-  const kind = scheme?.toLowerCase();
-  if (kind !== 'bearer' && kind !== 'dpop') return { kind: 'none' };
-  const token = rest.length === 1 ? rest[0] : undefined;
-  // RFC 6750 §2.1 b64token syntax.
-  if (!token || !/^[A-Za-z0-9\-._~+/]+=*$/.test(token)) return { kind: 'malformed' };
-  return { kind, token };
-}
-
-function describeTokenError(err: unknown): string {
-  if (err instanceof joseErrors.JWTExpired) return 'The access token has expired.';
-  if (err instanceof joseErrors.JWTClaimValidationFailed) {
-    switch (err.claim) {
-      case 'iss':
-        return 'The access token was issued by another issuer.';
-      case 'aud':
-        return 'The access token is meant for another audience.';
-      case 'nbf':
-      case 'iat':
-        return 'The access token is not valid yet.';
-      default:
-        return `The access token's ${err.claim} claim is missing or invalid.`;
-    }
-  }
-  if (err instanceof joseErrors.JOSEAlgNotAllowed || err instanceof joseErrors.JOSENotSupported) {
-    return 'The access token is signed with an algorithm this API does not accept.';
-  }
-  if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) {
-    return 'The access token is signed with an unknown key.';
-  }
-  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
-  return 'The access token is malformed.';
-}
-
-/** `scope` (RFC 9068, space-separated) or, from some providers, `scp` as a list. */
-function tokenScopes(claims: JWTPayload): string[] {
-  const raw = claims.scope ?? claims.scp;
-  if (typeof raw === 'string') return splitScopes(raw);
-  if (Array.isArray(raw)) return raw.filter((s): s is string => typeof s === 'string' && s !== '');
-  return [];
-}
-
-function splitScopes(value: string): string[] {
-  return value.split(' ').filter((s) => s !== '');
-}
-
-function stringClaim(claims: JWTPayload, name: string): string | undefined {
-  const value = claims[name];
-  return typeof value === 'string' ? value : undefined;
 }
 
 /** RFC 6750 §3 attribute values: printable ASCII without `"` or `\`, so no escaping needed. */
