@@ -53,6 +53,8 @@ export async function startDemo(config: Config, options: { logger?: Logger } = {
     // RFC 9126: advertised, so the gateway's `auto` pushes every sign-in (the browser's URL
     // carries only client_id and request_uri).
     pushedAuthorizationRequests: 'offered',
+    // The demo shows how the user signed in (password, or password and code) from the start.
+    acrInEveryIdToken: true,
     defaultResource: audience,
     ttl: devTtlFromEnv(),
     logger: (line) => logger.debug({ component: 'dev-idp' }, line),

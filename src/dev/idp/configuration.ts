@@ -79,7 +79,7 @@ export function buildConfiguration(input: ConfigInput): Configuration {
       return user ? toAccount(user) : undefined;
     },
     claims: {
-      openid: ['sub'],
+      openid: options.acrInEveryIdToken ? ['sub', 'acr', 'auth_time'] : ['sub'],
       profile: ['name', 'given_name', 'family_name', 'preferred_username', 'updated_at'],
       email: ['email', 'email_verified'],
     },

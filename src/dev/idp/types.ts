@@ -76,6 +76,12 @@ export interface DevIdpOptions {
    */
   pushedAuthorizationRequests?: 'off' | 'offered' | 'required';
   /**
+   * `acr` and `auth_time` in every ID token, as many real providers do (Keycloak, Entra ID), not
+   * only when the authorization request asks for them. Default false, so that tests see a
+   * provider that does not say unless asked; the demo turns it on.
+   */
+  acrInEveryIdToken?: boolean;
+  /**
    * RFC 9449 §8: the token endpoint demands a DPoP nonce in every proof (answering
    * `use_dpop_nonce` with a fresh one first). Default false: proofs without a nonce are fine.
    */

@@ -1,6 +1,9 @@
 /**
  * The embedded default (SPEC §1): config/default.yaml on free ports, in one process (gateway +
  * dev OpenID provider + demo API), signed in over plain HTTP like a browser would.
+ *
+ * Mutation check: in src/demo.ts, `acrInEveryIdToken: true` → `false`: /auth/user's acr is null
+ * and the sign-in test fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -101,8 +104,11 @@ describe('the embedded demo (config/default.yaml)', () => {
 
     const user = await client.get(`${demo.url}/auth/user`, { headers: csrf });
     expect(user.status).toBe(200);
-    const body = user.json<{ sub: string; claims: Record<string, unknown>; scopes: string[] }>();
+    const body = user.json<{ sub: string; claims: Record<string, unknown>; scopes: string[]; acr: string | null; authTime: string | null }>();
     expect(body.sub).toBe('alice');
+    // The demo's provider says how the user signed in even unasked (acrInEveryIdToken).
+    expect(body.acr).toBe('urn:bff:acr:pwd');
+    expect(Number.isNaN(Date.parse(body.authTime ?? ''))).toBe(false);
     expect(body.claims).toMatchObject({ name: 'Alice Liddell', email: 'alice@example.com' });
     expect(body.scopes).toEqual(expect.arrayContaining(['openid', 'api:read']));
     expectNoSecretIn(user.text, secrets, 'the /auth/user body');
