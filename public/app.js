@@ -330,6 +330,13 @@ stepUpView.call.addEventListener('click', callStepUpApi);
 
 // Step-up: end. ------------------------------------------------------------------------------
 
+async function refreshUser() {
+  const reply = await gateway('GET', '/auth/user').catch(() => undefined);
+  if (!reply?.ok || !reply.body || typeof reply.body !== 'object') return;
+  showSignedIn(reply.body);
+  showAuthLevel(reply.body);
+}
+
 async function start() {
   wireSignInLink();
   takeSignInError();
@@ -341,7 +348,13 @@ async function start() {
       showSignedIn(reply.body);
       showAuthLevel(reply.body); // step-up
       // Live session (issue 16): a banner when signed out elsewhere, a countdown before the timeout.
-      stopWatching = watchSession({ banner: $('live-banner'), countdown: $('live-countdown'), onSignedOut: () => showSignedOut() });
+      stopWatching = watchSession({
+        banner: $('live-banner'),
+        countdown: $('live-countdown'),
+        onSignedOut: () => showSignedOut(),
+        // A new sign-in of this browser (another tab, a step-up): show the new session's user and level.
+        onReplaced: () => void refreshUser(),
+      });
       await loadSessions();
     } else if (reply.status === 401) {
       showSignedOut();

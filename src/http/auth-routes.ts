@@ -201,7 +201,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const replaced = new Set<string>();
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
-    for (const old of replaced) await withStore(() => registry.end(old));
+    for (const old of replaced) await withStore(() => registry.end(old, 'replaced'));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const { claims } = signIn;

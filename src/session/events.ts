@@ -15,7 +15,12 @@
 import { randomBytes } from 'node:crypto';
 import type { BusTransport } from '../redis/pubsub.js';
 
-export const END_REASONS = ['logout', 'provider-logout', 'revoked', 'expired'] as const;
+/**
+ * `replaced`: a new sign-in of the same browser (a second login in another tab, a step-up)
+ * ended this session; the browser already holds the new session's cookie, so the SPA reconnects
+ * instead of telling the user they were signed out.
+ */
+export const END_REASONS = ['logout', 'provider-logout', 'revoked', 'expired', 'replaced'] as const;
 export type EndReason = (typeof END_REASONS)[number];
 
 export type SessionEvent =

@@ -5,9 +5,15 @@
  * counts down. Same harness as login-flow.test.ts: config/default.yaml on free ports, the
  * gateway's clock injectable.
  *
- * Mutation check (done by hand once): src/session/registry.ts, end(): drop
- * `options.onEnded?.(sessionDigest, reason);` → the second tab never hears of the logout and
- * the banner wait fails.
+ * Signing in again in one tab (a second login, a step-up) is not a sign-out: the other tab
+ * reopens its stream with the new cookie and shows no banner.
+ *
+ * Mutation checks (done by hand once):
+ *   - src/session/registry.ts, end(): drop `options.onEnded?.(sessionDigest, reason);` → the
+ *     second tab never hears of the logout and the banner wait fails.
+ *   - src/http/auth-routes.ts, callback: `registry.end(old, 'replaced')` → `registry.end(old)`
+ *     → the second tab shows "You were signed out in another tab" after the re-sign-in and
+ *     the re-sign-in test fails.
  */
 import { existsSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -55,6 +61,30 @@ async function signIn(page: Page): Promise<void> {
   await page.getByTestId('signed-in').waitFor({ state: 'visible' });
 }
 
+/** Signs in again from the signed-in SPA; the provider may remember the user and skip its forms. */
+async function signInAgain(page: Page): Promise<void> {
+  await page.goto(`${demo.url}/auth/login`);
+  for (let step = 0; step < 3 && new URL(page.url()).origin !== demo.url; step += 1) {
+    const login = page.locator('input[name="login"]');
+    const approve = page.getByRole('button', { name: 'Approve' });
+    const back = page.waitForURL((url) => url.origin === demo.url, { timeout: WAIT_MS });
+    const next = await Promise.race([
+      login.waitFor({ state: 'visible' }).then(() => 'login' as const),
+      approve.waitFor({ state: 'visible' }).then(() => 'approve' as const),
+      back.then(() => 'back' as const),
+    ]);
+    if (next === 'login') {
+      await login.fill('alice');
+      await page.locator('input[name="password"]').fill('alice-password');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+    } else if (next === 'approve') {
+      await approve.click();
+    }
+  }
+  await page.waitForURL((url) => url.origin === demo.url && url.pathname === '/');
+  await page.getByTestId('signed-in').waitFor({ state: 'visible' });
+}
+
 /** Resolves once the page's GET /auth/events has its answer head (the stream is open). */
 function eventStreamOpened(page: Page): Promise<unknown> {
   return page.waitForResponse((r) => new URL(r.url()).pathname === '/auth/events' && r.status() === 200);
@@ -91,6 +121,30 @@ run('live sessions in the demo SPA (Chromium)', () => {
     await expect(banner.textContent()).resolves.toBe('You were signed out in another tab.');
     await second.getByTestId('signed-out').waitFor({ state: 'visible' });
   }, 8 * WAIT_MS);
+
+  it('signing in again in one tab reopens the other tab\'s stream silently, without a banner', async () => {
+    const context = await newContext();
+    const first = await context.newPage();
+    await signIn(first);
+    const second = await context.newPage();
+    const streaming = eventStreamOpened(second);
+    await openSpa(second);
+    await streaming;
+
+    // The old session ends at the new sign-in's callback; the second tab is told `replaced`,
+    // asks /auth/user (the new cookie) and opens its stream again.
+    const reopened = second.waitForResponse((r) => new URL(r.url()).pathname === '/auth/events' && r.status() === 200, { timeout: 4 * WAIT_MS });
+    await signInAgain(first);
+    await reopened;
+    await expect(second.getByTestId('live-banner').isHidden()).resolves.toBe(true);
+    await expect(second.getByTestId('signed-in').isVisible()).resolves.toBe(true);
+
+    // A real sign-out after that still shows the banner in the second tab.
+    await first.getByTestId('sign-out').click();
+    const banner = second.getByTestId('live-banner');
+    await banner.waitFor({ state: 'visible' });
+    await expect(banner.textContent()).resolves.toBe('You were signed out in another tab.');
+  }, 10 * WAIT_MS);
 
   it('counts down before the absolute timeout', async () => {
     const context = await newContext();

@@ -12,6 +12,8 @@
  *     (the stream opens with 200).
  *   - src/app.ts, the stepUpRequired hook: `if (sessionDigest === undefined) return;` → `!==` →
  *     the upstream's challenge never reaches the stream: the step-up test fails.
+ *   - src/http/auth-routes.ts, callback: `registry.end(old, 'replaced')` → `registry.end(old)`
+ *     → the re-sign-in test gets `{ reason: 'logout' }`.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -129,6 +131,22 @@ describe('GET /auth/events', () => {
     const event = JSON.parse((await stream.waitForEvent('step-up-required', 10_000)).data) as Record<string, unknown>;
     expect(event).toEqual({ acr_values: 'urn:example:mfa', max_age: 300, loginUrl: answered.loginUrl });
     stream.destroy();
+  });
+
+  it('ends the stream with signed-out replaced when this browser signs in again (not logout), and the new cookie opens a stream', async () => {
+    const stream = await open();
+    const previousDigest = sessionDigest();
+    await signIn(client, stack.gateway.url);
+    expect(JSON.parse((await stream.waitForEvent('signed-out', 10_000)).data)).toEqual({ reason: 'replaced' });
+    expect((await stream.closed).complete).toBe(true);
+    expectErrorBody(await new BrowserClient().get(url(), { headers: { cookie } }), 'login_required', 401);
+
+    cookieValue = client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
+    cookie = `${stack.config.derived.sessionCookieName}=${cookieValue}`;
+    expect(sessionDigest()).not.toBe(previousDigest);
+    const renewed = await open();
+    expect(renewed.status).toBe(200);
+    renewed.destroy();
   });
 
   it('counts open streams, back to 0 when they close, and ends them with signed-out on logout', async () => {
