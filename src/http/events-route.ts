@@ -15,6 +15,12 @@
  * `Last-Event-ID`, so ids never go back across a reconnect (or a gateway restart). Nothing is
  * replayed: a `signed-out` missed while disconnected shows as a 401 on the reconnect, and the
  * countdown is sent again on connect.
+ *
+ * Bounds: one cookie could otherwise open thousands of streams, each a socket and a hold on one
+ * process. A session may hold `maxPerSession` streams here (a user with many tabs), the process
+ * `maxOpen`; past either the stream is refused with 429 rate_limited and Retry-After, not the
+ * oldest closed (closing the oldest would make two sets of tabs take turns forever, each
+ * reconnect evicting another). One heartbeat timer serves every open stream.
  */
 import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
@@ -38,7 +44,14 @@ export interface EventsRouteDeps {
   endingNoticeSeconds?: number;
   /** EventSource's reconnect delay (default 3000 ms). */
   retryMs?: number;
+  /** Streams one session may hold open on this process; past it, 429 (default 8). */
+  maxPerSession?: number;
+  /** Streams this process holds open in all; past it, 429 (default 10,000). */
+  maxOpen?: number;
 }
+
+/** How long a refused stream is told to wait (Retry-After, seconds). */
+const RETRY_AFTER_SECONDS = 30;
 
 const LAST_EVENT_ID = /^\d{1,15}$/;
 
@@ -59,8 +72,39 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
   const heartbeatMs = deps.heartbeatMs ?? 15_000;
   const noticeMs = (deps.endingNoticeSeconds ?? 300) * 1000;
   const absoluteMs = config.session.absoluteTimeoutSeconds * 1000;
+  const maxPerSession = deps.maxPerSession ?? 8;
+  const maxOpen = deps.maxOpen ?? 10_000;
   const open = new Set<Response>();
+  const perSession = new Map<string, number>();
   const router = Router();
+
+  // One timer for every stream, running only while some are open.
+  let heartbeat: NodeJS.Timeout | undefined;
+  function track(res: Response, digest: string): void {
+    open.add(res);
+    perSession.set(digest, (perSession.get(digest) ?? 0) + 1);
+    heartbeat ??= setInterval(() => {
+      for (const r of open) r.write(': heartbeat\n\n');
+    }, heartbeatMs);
+  }
+  function untrack(res: Response, digest: string): void {
+    open.delete(res);
+    const left = (perSession.get(digest) ?? 1) - 1;
+    if (left > 0) perSession.set(digest, left);
+    else perSession.delete(digest);
+    if (open.size === 0) {
+      clearInterval(heartbeat);
+      heartbeat = undefined;
+    }
+  }
+  function refuseIfFull(digest: string): void {
+    const tooMany = (perSession.get(digest) ?? 0) >= maxPerSession
+      ? 'This session has too many event streams open.'
+      : open.size >= maxOpen
+        ? 'This gateway holds too many event streams.'
+        : undefined;
+    if (tooMany) throw new GatewayError('rate_limited', { description: tooMany, headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } });
+  }
 
   function checkRequest(req: Request): number {
     const origin = req.headers.origin;
@@ -85,6 +129,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     if (!session?.auth || !session.tokens?.sealed) throw new GatewayError('login_required');
     const { digest } = session;
     const createdAt = session.auth.createdAt;
+    refuseIfFull(digest);
 
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
@@ -98,7 +143,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
       res.write(`id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
     };
 
-    open.add(res);
+    track(res, digest);
     metrics.openEventStreams.inc();
     const endsAt = createdAt + absoluteMs;
     const notice = () => send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
@@ -106,7 +151,6 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     let noticeTimer: NodeJS.Timeout | undefined;
     if (untilNotice <= 0) notice();
     else noticeTimer = setTimeout(notice, Math.min(untilNotice, 2 ** 31 - 1));
-    const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), heartbeatMs);
 
     const release = deps.held.hold(digest, createdAt, ({ reason, endedAt }) => {
       send('signed-out', { reason });
@@ -120,10 +164,9 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     });
     res.once('close', () => {
       clearTimeout(noticeTimer);
-      clearInterval(heartbeat);
       release();
       unsubscribe();
-      open.delete(res);
+      untrack(res, digest);
       metrics.openEventStreams.dec();
     });
   });
