@@ -127,6 +127,9 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     let id = checkRequest(req);
     const session = await deps.readSession(req);
     if (!session?.auth || !session.tokens?.sealed) throw new GatewayError('login_required');
+    // The client left while its session was read: its 'close' has been and gone, so nothing
+    // tracked from here would ever be released (a hold, the gauge, a place under the caps).
+    if (req.socket.destroyed) return;
     const { digest } = session;
     const createdAt = session.auth.createdAt;
     refuseIfFull(digest);

@@ -77,6 +77,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
+    // The client left while its session was read: its 'close' has been and gone, so a hold
+    // taken now would never be released.
+    if (socket.destroyed) return;
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
     // Held from the read on (not after the credential, which may take a refresh): an end heard
     // meanwhile closes it. A refused upgrade destroys the socket, which releases the hold.
