@@ -4,6 +4,7 @@
  * these tests must send: dot segments, `..;`, absolute-form targets, invalid header bytes,
  * upgrade heads). One connection per exchange, closed afterwards unless `keepOpen`.
  */
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 
@@ -200,5 +201,25 @@ export function rawExchange(baseUrl: string, request: RawRequest): Promise<RawRe
       socket.write(head, 'latin1');
       if (body) socket.write(body);
     });
+  });
+}
+
+/**
+ * A raw WebSocket upgrade to `target`: a valid handshake (a fresh key, version 13), then
+ * `headers` (Origin, cookie, trace context…; a header given twice wins). Resolves on the 101 head
+ * or on the refusal's whole answer.
+ */
+export function rawUpgrade(baseUrl: string, target: string, headers: Record<string, string> = {}, options: { deadlineMs?: number } = {}): Promise<RawResponse> {
+  return rawExchange(baseUrl, {
+    target,
+    upgrade: true,
+    headers: {
+      upgrade: 'websocket',
+      connection: 'Upgrade',
+      'sec-websocket-key': randomBytes(16).toString('base64'),
+      'sec-websocket-version': '13',
+      ...headers,
+    },
+    ...options,
   });
 }

@@ -11,11 +11,10 @@
  * `config.trustIncoming ? propagator.extract(ROOT_CONTEXT, headers, headerGetter) : ROOT_CONTEXT`
  * by `ROOT_CONTEXT` (the trusted spans become roots of new traces).
  */
-import { randomBytes } from 'node:crypto';
 import { BrowserClient } from '../../support/browser-client.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
-import { rawExchange } from '../../support/raw-http.js';
+import { rawUpgrade } from '../../support/raw-http.js';
 import { startOtlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../../support/otlp-receiver.js';
 import { eventually } from '../../support/wait.js';
 
@@ -55,18 +54,7 @@ async function proxiedCall(stack: Stack) {
 
 async function websocketHandshake(stack: Stack) {
   upstream.reset();
-  const res = await rawExchange(stack.gateway.url, {
-    target: '/live/socket',
-    upgrade: true,
-    headers: {
-      upgrade: 'websocket',
-      connection: 'Upgrade',
-      'sec-websocket-key': randomBytes(16).toString('base64'),
-      'sec-websocket-version': '13',
-      origin: stack.config.derived.publicOrigin,
-      ...browserContext,
-    },
-  });
+  const res = await rawUpgrade(stack.gateway.url, '/live/socket', { origin: stack.config.derived.publicOrigin, ...browserContext });
   expect(res.status).toBe(101);
   return upstream.wsConnections[0]?.headers ?? {};
 }

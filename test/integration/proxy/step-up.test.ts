@@ -11,9 +11,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { digest } from '../../../src/redis/keys.js';
-import { randomBytes } from 'node:crypto';
 import { BrowserClient } from '../../support/browser-client.js';
-import { rawExchange } from '../../support/raw-http.js';
+import { rawUpgrade } from '../../support/raw-http.js';
 import { signIn } from '../../support/drive-login.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
@@ -146,18 +145,7 @@ describe("a route's stepUp", () => {
 
   it('refuses a WebSocket upgrade the same way, before the upstream handshake', async () => {
     const client = await signedIn();
-    const res = await rawExchange(gw.url, {
-      target: '/live-pay/feed',
-      upgrade: true,
-      headers: {
-        upgrade: 'websocket',
-        connection: 'Upgrade',
-        'sec-websocket-key': randomBytes(16).toString('base64'),
-        'sec-websocket-version': '13',
-        origin: gw.config.derived.publicOrigin,
-        cookie: `${cookieName()}=${sessionCookie(client)}`,
-      },
-    });
+    const res = await rawUpgrade(gw.url, '/live-pay/feed', { origin: gw.config.derived.publicOrigin, cookie: `${cookieName()}=${sessionCookie(client)}` });
     expect(stepUpBody(res)).toMatchObject({ acr_values: MFA });
     expect(upstream.wsConnections).toHaveLength(0);
   });

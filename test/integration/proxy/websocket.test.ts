@@ -4,12 +4,11 @@
  * relayed. Upgrade requests are written raw on a net.Socket: WebSocket clients normalise dot
  * segments before sending. Real provider, real Redis, real upstreams.
  */
-import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { rawExchange } from '../../support/raw-http.js';
+import { rawUpgrade } from '../../support/raw-http.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
@@ -62,19 +61,7 @@ beforeEach(() => {
 
 /** A raw upgrade request, with a valid handshake, the session cookie and the right Origin. */
 const upgrade = (target: string, headers: Record<string, string> = {}) =>
-  rawExchange(stack.gateway.url, {
-    target,
-    upgrade: true,
-    headers: {
-      upgrade: 'websocket',
-      connection: 'Upgrade',
-      'sec-websocket-key': randomBytes(16).toString('base64'),
-      'sec-websocket-version': '13',
-      origin: stack.config.derived.publicOrigin,
-      cookie: `${stack.config.derived.sessionCookieName}=${cookie}`,
-      ...headers,
-    },
-  });
+  rawUpgrade(stack.gateway.url, target, { origin: stack.config.derived.publicOrigin, cookie: `${stack.config.derived.sessionCookieName}=${cookie}`, ...headers });
 
 describe('WebSocket upgrades', () => {
   it.each(['/live/../internal/keys', '/live/%2e%2e/internal/keys', '/live/.%2E/internal/keys', '/live/..;/internal/keys', '/live//internal/keys', '/live/%252e%252e/internal/keys'])(
