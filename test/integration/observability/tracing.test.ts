@@ -5,9 +5,15 @@
  * kinds, parents, attributes), the traceparent the upstream got, the trace_id of log lines, and
  * every exported byte searched for the session's secrets.
  *
- * Mutation that fails it: in src/http/request-tracing.ts `upstream().start`, delete the line
- * `tracing.inject(span, req.headers);` (the upstream then gets the browser's traceparent, or
- * none: "the upstream got the upstream span's traceparent" fails).
+ * The flow also holds a GET /auth/events stream (cookie, Last-Event-ID) and a WebSocket upgrade
+ * with a secret in its query, whose spans are scanned like the rest (issue 16 review).
+ *
+ * Mutations that fail it:
+ *   - in src/http/request-tracing.ts `upstream().start`, delete the line
+ *     `tracing.inject(span, req.headers);` (the upstream then gets the browser's traceparent, or
+ *     none: "the upstream got the upstream span's traceparent" fails);
+ *   - in src/http/request-tracing.ts `upgrade`, add `'url.query': req.url ?? '',` to the span's
+ *     attributes → the WebSocket's query secret is exported and the secret scan fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, startLogin } from '../../support/drive-login.js';
@@ -18,6 +24,8 @@ import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.j
 import { findSecrets } from '../../support/secrets.js';
 import { startOtlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../../support/otlp-receiver.js';
 import { eventually } from '../../support/wait.js';
+import { openStream } from '../../support/live-streams.js';
+import { rawUpgrade } from '../../support/raw-http.js';
 import { listenOnLoopback } from '../../support/listen.js';
 import http from 'node:http';
 import type { TokenSet } from '../../../src/session/tokens.js';
@@ -57,7 +65,7 @@ const headerOf = (value: string | string[] | undefined) => (Array.isArray(value)
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
-  upstream = await startUpstream();
+  upstream = await startUpstream({ websocket: true });
   // A port nothing listens on any more: the /down route's upstream refuses connections.
   const gone = http.createServer();
   const gonePort = await listenOnLoopback(gone);
@@ -74,6 +82,7 @@ beforeAll(async () => {
         { path: '/api', target: upstream.url, auth: 'user' },
         { path: '/svc', target: upstream.url, auth: 'client' },
         { path: '/down', target: `http://127.0.0.1:${gonePort}`, auth: 'none' },
+        { path: '/ws', target: upstream.url, auth: 'user', websocket: true },
       ],
     },
   });
@@ -108,10 +117,20 @@ beforeAll(async () => {
   const client = await call('/svc/echo');
   expect((await browser.get(`${gw.url}/api/echo`)).status).toBe(403);
   expect((await browser.get(`${gw.url}/down/echo`, { headers: csrf })).status).toBe(502);
+  // 5. The session's event stream (opened, then left) and a WebSocket with a secret in its query.
+  const cookieHeader = `${gw.config.derived.sessionCookieName}=${sessionCookie}`;
+  const events = await openStream(`${gw.url}/auth/events`, { cookie: cookieHeader, 'sec-fetch-site': 'same-origin', 'last-event-id': '7' });
+  expect(events.status).toBe(200);
+  events.destroy();
+  const ws = await rawUpgrade(gw.url, `/ws/socket?token=${QUERY_SECRET}`, { origin: gw.config.derived.publicOrigin, cookie: cookieHeader });
+  expect(ws.status).toBe(101);
   expect((await browser.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
 
   await gw.runtime.tracing.flush();
-  await eventually('the logout span at the receiver', 10_000, () => byName('POST /auth/logout').length === 1);
+  await eventually('the logout, event-stream and WebSocket spans at the receiver', 10_000, async () => {
+    await gw.runtime.tracing.flush();
+    return byName('POST /auth/logout').length === 1 && byName('GET /auth/events').length === 1 && byName('proxy /ws').length === 1;
+  });
   flow = {
     code: new URL(callbackUrl).searchParams.get('code') ?? '',
     state: authorizeUrl.searchParams.get('state') ?? '',
