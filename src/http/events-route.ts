@@ -84,7 +84,8 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     open.add(res);
     perSession.set(digest, (perSession.get(digest) ?? 0) + 1);
     heartbeat ??= setInterval(() => {
-      for (const r of open) r.write(': heartbeat\n\n');
+      // An ended stream stays here until its connection closes: never write after its end.
+      for (const r of open) if (!r.writableEnded) r.write(': heartbeat\n\n');
     }, heartbeatMs);
   }
   function untrack(res: Response, digest: string): void {
@@ -142,6 +143,9 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     });
     res.write(`retry: ${deps.retryMs ?? 3000}\n\n`);
     const send = (type: string, data: Record<string, unknown>) => {
+      // Ended (signed-out, a drain) but not yet closed: a slow reader can hold that open, and a
+      // write after end is an uncaught error that stops the process.
+      if (res.writableEnded) return;
       id += 1;
       res.write(`id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
     };
