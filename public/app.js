@@ -203,29 +203,36 @@ async function endSession(session, button) {
   }
 }
 
-async function callApi() {
-  busy(view.callApi, true);
-  view.apiResult.textContent = 'Calling GET /api/hello…';
+/**
+ * Calls `GET path` for `button` and shows the answer in `output`. `label` names the API in the
+ * failure sentence; `quiet` leaves the page's message alone (the ledger block shows answers in
+ * `output` only). `onError(reply)` may take a failure first and return true when it did (the
+ * step-up navigation); a login_required after that shows the signed-out page.
+ */
+async function callAndShow({ button, output, path, label, quiet = false, onError = () => false }) {
+  busy(button, true);
+  output.textContent = `Calling GET ${path}…`;
   try {
-    const reply = await gateway('GET', '/api/hello');
+    const reply = await gateway('GET', path);
+    output.textContent = reply.ok ? JSON.stringify(reply.body, null, 2) : `${reply.status} ${errorText(reply)}`;
+    output.dataset.kind = reply.ok ? 'ok' : 'error';
     if (reply.ok) {
-      view.apiResult.textContent = JSON.stringify(reply.body, null, 2);
-      view.apiResult.dataset.kind = 'ok';
-      say('');
+      if (!quiet) say('');
       return;
     }
-    view.apiResult.textContent = `${reply.status} ${errorText(reply)}`;
-    view.apiResult.dataset.kind = 'error';
+    if (onError(reply)) return;
     if (errorCode(reply) === 'login_required') return showSignedOut('Your session has ended, sign in again.');
-    say(`The API call failed: ${errorCode(reply)}.`, 'error');
+    if (!quiet) say(`The ${label} call failed: ${errorCode(reply)}.`, 'error');
   } catch {
-    view.apiResult.textContent = 'network_error';
-    view.apiResult.dataset.kind = 'error';
-    say('The gateway could not be reached. Check your connection and try again.', 'error');
+    output.textContent = 'network_error';
+    output.dataset.kind = 'error';
+    if (!quiet) say('The gateway could not be reached. Check your connection and try again.', 'error');
   } finally {
-    busy(view.callApi, false);
+    busy(button, false);
   }
 }
+
+const callApi = () => callAndShow({ button: view.callApi, output: view.apiResult, path: '/api/hello', label: 'API' });
 
 async function signOut() {
   busy(view.signOut, true);
@@ -294,37 +301,18 @@ function stepUpLoginUrl(loginUrl) {
   return `${url.pathname}${url.search}`;
 }
 
-async function callStepUpApi() {
-  busy(stepUpView.call, true);
-  stepUpView.result.textContent = 'Calling GET /api/payments…';
-  try {
-    const reply = await gateway('GET', '/api/payments');
-    if (reply.ok) {
-      stepUpView.result.textContent = JSON.stringify(reply.body, null, 2);
-      stepUpView.result.dataset.kind = 'ok';
-      say('');
-      return;
-    }
-    stepUpView.result.textContent = `${reply.status} ${errorText(reply)}`;
-    stepUpView.result.dataset.kind = 'error';
-    if (errorCode(reply) === 'step_up_required') {
-      const next = stepUpLoginUrl(reply.body.loginUrl);
-      if (next) {
-        say('This API needs a stronger sign-in: taking you to the provider…', 'warning');
-        location.assign(next);
-        return;
-      }
-    }
-    if (errorCode(reply) === 'login_required') return showSignedOut('Your session has ended, sign in again.');
-    say(`The payments API call failed: ${errorCode(reply)}.`, 'error');
-  } catch {
-    stepUpView.result.textContent = 'network_error';
-    stepUpView.result.dataset.kind = 'error';
-    say('The gateway could not be reached. Check your connection and try again.', 'error');
-  } finally {
-    busy(stepUpView.call, false);
-  }
+/** An upstream's step-up challenge: to the provider for the stronger sign-in, then back here. */
+function stepUpOnChallenge(reply) {
+  if (errorCode(reply) !== 'step_up_required') return false;
+  const next = stepUpLoginUrl(reply.body.loginUrl);
+  if (!next) return false;
+  say('This API needs a stronger sign-in: taking you to the provider…', 'warning');
+  location.assign(next);
+  return true;
 }
+
+const callStepUpApi = () =>
+  callAndShow({ button: stepUpView.call, output: stepUpView.result, path: '/api/payments', label: 'payments API', onError: stepUpOnChallenge });
 
 stepUpView.call.addEventListener('click', callStepUpApi);
 
@@ -370,22 +358,8 @@ async function start() {
 // "Call API" above already goes through DPoP in the demo (the API's answer says scheme "dpop").
 // This button calls /api/ledger, whose token the gateway exchanges for one meant for the ledger
 // (RFC 8693): the answer shows its own audience and scope. Kept in one block on purpose.
-async function callLedger(event) {
-  const button = event.currentTarget;
-  busy(button, true);
-  view.apiResult.textContent = 'Calling GET /api/ledger/balance…';
-  try {
-    const reply = await gateway('GET', '/api/ledger/balance');
-    view.apiResult.textContent = reply.ok ? JSON.stringify(reply.body, null, 2) : `${reply.status} ${errorText(reply)}`;
-    view.apiResult.dataset.kind = reply.ok ? 'ok' : 'error';
-    if (!reply.ok && errorCode(reply) === 'login_required') showSignedOut('Your session has ended, sign in again.');
-  } catch {
-    view.apiResult.textContent = 'network_error';
-    view.apiResult.dataset.kind = 'error';
-  } finally {
-    busy(button, false);
-  }
-}
+const callLedger = (event) =>
+  callAndShow({ button: event.currentTarget, output: view.apiResult, path: '/api/ledger/balance', label: 'ledger API', quiet: true });
 document.getElementById('call-ledger')?.addEventListener('click', callLedger);
 // ---- end of DPoP and token exchange ------------------------------------------------------------
 
