@@ -90,6 +90,19 @@ function eventStreamOpened(page: Page): Promise<unknown> {
   return page.waitForResponse((r) => new URL(r.url()).pathname === '/auth/events' && r.status() === 200);
 }
 
+/** Two tabs of one browser profile, signed in through the first; the second's event stream is open. */
+async function twoSignedInTabs(): Promise<{ first: Page; second: Page }> {
+  const context = await newContext();
+  const first = await context.newPage();
+  await signIn(first);
+  const second = await context.newPage();
+  const streaming = eventStreamOpened(second);
+  await openSpa(second);
+  await second.getByTestId('signed-in').waitFor({ state: 'visible' });
+  await streaming;
+  return { first, second };
+}
+
 run('live sessions in the demo SPA (Chromium)', () => {
   beforeAll(async () => {
     demo = await startDemoOnFreePorts({ clock: () => Date.now() + clockOffsetMs });
@@ -104,15 +117,7 @@ run('live sessions in the demo SPA (Chromium)', () => {
   }, 40_000);
 
   it('signing out in one tab shows the other tab a banner, without any click', async () => {
-    const context = await newContext();
-    const first = await context.newPage();
-    await signIn(first);
-
-    const second = await context.newPage();
-    const streaming = eventStreamOpened(second);
-    await openSpa(second);
-    await second.getByTestId('signed-in').waitFor({ state: 'visible' });
-    await streaming;
+    const { first, second } = await twoSignedInTabs();
     await expect(second.getByTestId('live-banner').isHidden()).resolves.toBe(true);
 
     await first.getByTestId('sign-out').click();
@@ -123,13 +128,7 @@ run('live sessions in the demo SPA (Chromium)', () => {
   }, 8 * WAIT_MS);
 
   it('signing in again in one tab reopens the other tab\'s stream silently, without a banner', async () => {
-    const context = await newContext();
-    const first = await context.newPage();
-    await signIn(first);
-    const second = await context.newPage();
-    const streaming = eventStreamOpened(second);
-    await openSpa(second);
-    await streaming;
+    const { first, second } = await twoSignedInTabs();
 
     // The old session ends at the new sign-in's callback; the second tab is told `replaced`,
     // asks /auth/user (the new cookie) and opens its stream again.

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { gatewayClient } from './gateway.js';
 import { startTestProvider, type TestProvider } from './oidc-provider.js';
+import { findFreePort } from './redis-server.js';
 import { incomingHeaders, rawExchange } from './raw-http.js';
 import { startUpstream, type Upstream } from './upstream.js';
 import { eventually, withTimeout } from './wait.js';
@@ -116,6 +117,49 @@ export async function startCliGateway(configFile: string, port: number, env: Rec
   }
   console.log(`CLI gateway ready on :${port} in ${Math.round(performance.now() - started)} ms`);
   return proc;
+}
+
+/** The test provider's client for the gateway (gatewayClient in gateway.ts), as a CLI config's `oidc`. */
+export function cliOidc(issuer: string): Record<string, unknown> {
+  return { issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef', scopes: ['openid', 'profile', 'email', 'offline_access'] };
+}
+
+/** Two instances behind one public URL, A's (where the provider sends the browser back and its logouts). */
+export interface CliPairPorts {
+  portA: number;
+  portB: number;
+  publicUrl: string;
+}
+
+export async function reserveCliPair(): Promise<CliPairPorts> {
+  const [portA, portB] = [await findFreePort(), await findFreePort()];
+  return { portA, portB, publicUrl: `http://127.0.0.1:${portA}` };
+}
+
+export interface CliPair {
+  /** A, then B. */
+  processes: Spawned[];
+  /** The pair's config for another port (and server keys), e.g. for a third process. */
+  configFor(port: number, server?: Record<string, unknown>): unknown;
+}
+
+/**
+ * Starts A and B from `dir`/a.yaml and b.yaml: one config but the listening port (same secrets,
+ * keys, Redis prefix and publicUrl, as behind a load balancer).
+ */
+export async function startCliPair(dir: string, ports: CliPairPorts, shared: Record<string, unknown>): Promise<CliPair> {
+  const configFor = (port: number, server: Record<string, unknown> = {}) => ({ server: { port, host: '127.0.0.1', publicUrl: ports.publicUrl, ...server }, ...shared });
+  const processes = await Promise.all([
+    startCliGateway(writeConfigFile(dir, 'a.yaml', configFor(ports.portA)), ports.portA),
+    startCliGateway(writeConfigFile(dir, 'b.yaml', configFor(ports.portB)), ports.portB),
+  ]);
+  return { processes, configFor };
+}
+
+/** Kills every CLI child (afterAll) and waits, boundedly, until `processes` have exited. */
+export async function stopCli(processes: readonly Spawned[], ms = 5_000): Promise<void> {
+  killAllCli();
+  await Promise.all(processes.map((p) => withTimeout(p.exited, ms, 'CLI exit', { fallback: undefined })));
 }
 
 export interface CliFixture {

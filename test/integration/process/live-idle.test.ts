@@ -14,13 +14,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BrowserClient } from '../../support/browser-client.js';
-import { ensureBuilt, killAllCli, request, startCliGateway, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { cliOidc, ensureBuilt, request, reserveCliPair, startCliPair, stopCli, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { signIn } from '../../support/drive-login.js';
 import { gatewayClient } from '../../support/gateway.js';
 import { openStream } from '../../support/live-streams.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
-import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { withTimeout } from '../../support/wait.js';
 
@@ -38,26 +38,19 @@ beforeAll(async () => {
   ensureBuilt();
   tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-live-idle-'));
   upstream = await startUpstream();
-  [portA, portB] = [await findFreePort(), await findFreePort()];
-  publicUrl = `http://127.0.0.1:${portA}`;
+  ({ portA, portB, publicUrl } = await reserveCliPair());
   provider = await startTestProvider({ clients: [gatewayClient(publicUrl)] });
-  const shared = {
-    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef', scopes: ['openid', 'profile', 'email', 'offline_access'] },
+  ({ processes } = await startCliPair(tmp, { portA, portB, publicUrl }, {
+    oidc: cliOidc(provider.issuer),
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()], idleTimeoutSeconds: IDLE_SECONDS, absoluteTimeoutSeconds: 600 },
     redis: { url: redisUrlForTests(), keyPrefix: `liveidle${portA}:` },
     routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
     log: { level: 'info' },
-  };
-  const configFor = (port: number) => ({ server: { port, host: '127.0.0.1', publicUrl }, ...shared });
-  processes = await Promise.all([
-    startCliGateway(writeConfigFile(tmp, 'a.yaml', configFor(portA)), portA),
-    startCliGateway(writeConfigFile(tmp, 'b.yaml', configFor(portB)), portB),
-  ]);
+  }));
 }, 200_000);
 
 afterAll(async () => {
-  killAllCli();
-  await Promise.all(processes.map((p) => withTimeout(p.exited, 5_000, 'CLI exit', { fallback: undefined })));
+  await stopCli(processes);
   await provider?.close();
   await upstream?.close();
   if (tmp) rmSync(tmp, { recursive: true, force: true });

@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { BrowserClient } from '../../support/browser-client.js';
-import { ensureBuilt, killAllCli, startCliGateway, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { cliOidc, ensureBuilt, reserveCliPair, startCliGateway, startCliPair, stopCli, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { signIn } from '../../support/drive-login.js';
 import { gatewayClient } from '../../support/gateway.js';
@@ -65,16 +65,10 @@ beforeAll(async () => {
     upstreamStreams.add(res);
     res.once('close', () => upstreamStreams.delete(res));
   });
-  [portA, portB] = [await findFreePort(), await findFreePort()];
-  publicUrl = `http://127.0.0.1:${portA}`;
+  ({ portA, portB, publicUrl } = await reserveCliPair());
   provider = await startTestProvider({ clients: [gatewayClient(publicUrl)] });
-  const shared = {
-    oidc: {
-      issuer: provider.issuer,
-      clientId: 'bff-test',
-      clientSecret: 'bff-test-secret-0123456789abcdef',
-      scopes: ['openid', 'profile', 'email', 'offline_access'],
-    },
+  ({ processes, configFor } = await startCliPair(tmp, { portA, portB, publicUrl }, {
+    oidc: cliOidc(provider.issuer),
     session: {
       secrets: [randomSecret()],
       encryptionKeys: [randomKey()],
@@ -84,18 +78,12 @@ beforeAll(async () => {
     redis: { url: redis.url, keyPrefix: PREFIX },
     routes: [{ path: '/live', target: upstream.url, auth: 'user', websocket: true }],
     log: { level: 'info' },
-  };
-  configFor = (port: number, server: Record<string, unknown> = {}) => ({ server: { port, host: '127.0.0.1', publicUrl, ...server }, ...shared });
-  processes = await Promise.all([
-    startCliGateway(writeConfigFile(tmp, 'a.yaml', configFor(portA)), portA),
-    startCliGateway(writeConfigFile(tmp, 'b.yaml', configFor(portB)), portB),
-  ]);
+  }));
 }, 200_000);
 
 afterAll(async () => {
   if (process.env.LIVE_DEBUG) for (const p of processes) console.log(p.output());
-  killAllCli();
-  await Promise.all(processes.map((p) => withTimeout(p.exited, 5_000, 'CLI exit', { fallback: undefined })));
+  await stopCli(processes);
   for (const res of upstreamStreams) res.destroy();
   await upstream?.close();
   await provider?.close();

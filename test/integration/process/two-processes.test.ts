@@ -19,12 +19,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BrowserClient } from '../../support/browser-client.js';
-import { ensureBuilt, killAllCli, request, startCliGateway, writeConfigFile, type Answer, type Spawned } from '../../support/cli-process.js';
+import { cliOidc, ensureBuilt, request, reserveCliPair, startCliPair, stopCli, type Answer, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { signIn } from '../../support/drive-login.js';
 import { gatewayClient } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
-import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { redisUrlForTests } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const ACCESS_TOKEN_TTL_SECONDS = 8;
@@ -53,39 +53,21 @@ beforeAll(async () => {
   ensureBuilt();
   tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-two-processes-'));
   upstreams = { before: await startUpstream(), storm: await startUpstream(), after: await startUpstream() };
-  [portA, portB] = [await findFreePort(), await findFreePort()];
-  publicUrl = `http://127.0.0.1:${portA}`;
+  ({ portA, portB, publicUrl } = await reserveCliPair());
   provider = await startTestProvider({ clients: [gatewayClient(publicUrl)], ttl: { AccessToken: ACCESS_TOKEN_TTL_SECONDS } });
-
-  // One config for both processes but the listening port: same secrets, keys, prefix, publicUrl.
-  const shared = {
-    oidc: {
-      issuer: provider.issuer,
-      clientId: 'bff-test',
-      clientSecret: 'bff-test-secret-0123456789abcdef',
-      scopes: ['openid', 'profile', 'email', 'offline_access'],
-    },
+  ({ processes } = await startCliPair(tmp, { portA, portB, publicUrl }, {
+    oidc: cliOidc(provider.issuer),
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
     redis: { url: redisUrlForTests(), keyPrefix: `twoproc${portA}:` },
     tokens: { refreshSkewSeconds: 0 },
     routes: PHASES.map((phase) => ({ path: `/${phase}`, target: upstreams[phase].url, auth: 'user' })),
     log: { level: 'info' },
-  };
-  const configFor = (port: number) => ({ server: { port, host: '127.0.0.1', publicUrl }, ...shared });
-  processes = await Promise.all([
-    startCliGateway(writeConfigFile(tmp, `a-${portA}.yaml`, configFor(portA)), portA),
-    startCliGateway(writeConfigFile(tmp, `b-${portB}.yaml`, configFor(portB)), portB),
-  ]);
+  }));
 }, 200_000);
 
-/** Resolves when `exited` does or after `ms`: teardown waits for SIGKILLed children, boundedly. */
-const settledWithin = (exited: Promise<unknown>, ms: number) =>
-  Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]);
-
 afterAll(async () => {
-  killAllCli();
   // Their pipes close only once they are gone; a worker that leaves first is force-exited.
-  await Promise.all(processes.map((p) => settledWithin(p.exited, 5_000)));
+  await stopCli(processes);
   await provider?.close();
   await Promise.all(Object.values(upstreams ?? {}).map((u) => u.close()));
   if (tmp) rmSync(tmp, { recursive: true, force: true });
