@@ -78,7 +78,11 @@ export function watchSession({ banner, countdown, onSignedOut, onReplaced = () =
       const signedIn = await stillSignedIn();
       if (ended) return;
       if (signedIn === false && !(replaced && attempt < 3)) end('Your session has ended.');
-      else if (signedIn === true) connect();
+      else if (signedIn === true) {
+        // The new session's user and level (a step-up done in another tab shows here).
+        if (replaced) onReplaced();
+        connect();
+      }
       else lost({ replaced });
     }, delay);
   }
@@ -98,7 +102,6 @@ export function watchSession({ banner, countdown, onSignedOut, onReplaced = () =
         reason = undefined;
       }
       if (reason === 'replaced') {
-        onReplaced();
         lost({ replaced: true });
         return;
       }
