@@ -77,7 +77,12 @@ describe('GET /auth/events', () => {
     ['a null Origin', { origin: 'null' }],
     ['Sec-Fetch-Site cross-site', { 'sec-fetch-site': 'cross-site' }],
     ['Sec-Fetch-Site same-site', { 'sec-fetch-site': 'same-site' }],
-  ])('refuses %s with 403 csrf_check_failed', async (_what, headers) => {
+    ['Sec-Fetch-Site none (an address-bar visit)', { 'sec-fetch-site': 'none' }],
+    ['Sec-Fetch-Site cross-site with our own Origin', { 'sec-fetch-site': 'cross-site', origin: 'PUBLIC_ORIGIN' }],
+    ['an Origin with a trailing slash', { origin: 'PUBLIC_ORIGIN/' }],
+  ])('refuses %s with 403 csrf_check_failed', async (_what, given) => {
+    // The public origin is known once the stack runs.
+    const headers = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, v.replace('PUBLIC_ORIGIN', stack.config.derived.publicOrigin)]));
     expectErrorBody(await client.get(url(), { headers }), 'csrf_check_failed', 403);
   });
 
