@@ -1,6 +1,8 @@
 /**
  * `npm run bench` (SPEC §9): the gateway against a bare http-proxy-middleware proxy (baseline)
- * and an express-openid-connect + connect-redis proxy (reference), in the same run.
+ * and an express-openid-connect + connect-redis proxy (reference), in the same run; the
+ * gateway's DPoP route (`gateway-dpop`, dpop-route.ts) is a target of its own beside the Bearer
+ * route, and every comparison and SPEC §9 check stays on the Bearer route.
  *
  *   redis-server (own port)  ←  gateway, express-openid-connect
  *   upstream echo server     ←  gateway, baseline, express-openid-connect
@@ -46,6 +48,7 @@ import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
+import { checkSchemes, dpopComparison, dpopLine, DPOP_ROUTE_PATH, DPOP_TARGET, type DpopComparison } from './dpop-route.js';
 import type { LoadResult, LoadRun } from './load.js';
 import type { GatewayOptions } from './servers/gateway.js';
 import { LOGIN_HEADER, loginRows, loginSection } from './login.js';
@@ -115,7 +118,7 @@ function parseArgs(argv: string[]): Settings {
   const profileSec = quick ? 2 : 8;
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
-  const targetCount = 3 + experiments.length;
+  const targetCount = 5 + experiments.length;
   const workers = argv.includes('--workers');
   const login = argv.includes('--login');
   const skipMain = argv.includes('--skip-main');
@@ -339,7 +342,8 @@ async function measure(
   roundNo: number,
 ): Promise<RunRecord> {
   const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
-  delete procs[target.name];
+  // The gateway process serves two targets (Bearer and DPoP routes): account it once.
+  for (const [name, pid] of Object.entries(procs)) if (name !== 'target' && pid === procs.target) delete procs[name];
   const before = await redis.commandStats();
   await server.call('gcStats').catch(() => undefined);
   const cpuBefore = snapshot(procs);
@@ -621,6 +625,8 @@ function markdownReport(r: Report): string {
     '',
     `Against the Node ceiling (a raw \`node:http\` proxy, no framework, no auth): the gateway at ${ceilingRatio(r.summary)} of its throughput (issue 17's goal: 0.9 x).`,
     '',
+    dpopLine(r.dpop),
+    '',
     'CPU use during the measured runs (median, % of one core):',
     '',
     markdownTable(CPU_HEADER, cpuRows(r.summary)),
@@ -649,6 +655,8 @@ interface Report {
   settings: Settings;
   summary: TargetSummary[];
   checks: Check[];
+  /** The DPoP route against the Bearer route, same gateway process (undefined: not measured). */
+  dpop: DpopComparison | undefined;
   runs: RunRecord[];
   storm: StormTrial[];
   /** The gateway's. */
@@ -778,6 +786,7 @@ async function main(settings: Settings): Promise<number> {
     const redisServer = redis as unknown as RedisServer;
     const pids: Pids = {
       gateway: gateway.pid,
+      [DPOP_TARGET]: gateway.pid,
       baseline: baseline.pid,
       'express-openid-connect': eoc.pid,
       'raw-node': raw.pid,
@@ -805,17 +814,21 @@ async function main(settings: Settings): Promise<number> {
       { name: 'baseline', url: `${baseline.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'express-openid-connect', url: `${eoc.info.url}/api/echo`, headers: { cookie: eocCookie, 'x-csrf': '1' } },
       { name: 'raw-node', url: `${raw.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
+      // The same gateway process and session, the DPoP route (issue 15).
+      { name: DPOP_TARGET, url: `${gateway.info.url}${DPOP_ROUTE_PATH}/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       ...experimental.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
     ];
     await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
+    await withTimeout('DPoP scheme check', 30_000, checkSchemes(targets[0] as Target, targets.find((t) => t.name === DPOP_TARGET) as Target));
     const servers: Record<string, BenchChild> = {
       gateway,
+      [DPOP_TARGET]: gateway,
       baseline,
       'express-openid-connect': eoc,
       'raw-node': raw,
       ...Object.fromEntries(experimental.map((c) => [c.name, c])),
     };
-    log('signed in on the gateway and on express-openid-connect; every target answers 200');
+    log('signed in on the gateway and on express-openid-connect; every target answers 200; the upstream gets Bearer on /api, DPoP and a proof on /dpop');
 
     // --- extra sections (--workers, --login) --------------------------------------------------------
     const sections = async (): Promise<void> => {
@@ -940,8 +953,10 @@ async function main(settings: Settings): Promise<number> {
 
     // --- report ------------------------------------------------------------------------------------
     const summary = targets.map((t) => summarize(runs, t.name));
-    const [gw, base, ref] = summary as [TargetSummary, TargetSummary, TargetSummary];
-    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profiles };
+    const named = (name: string) => summary.find((s) => s.target === name) as TargetSummary;
+    const [gw, base, ref] = [named('gateway'), named('baseline'), named('express-openid-connect')];
+    const dpop = dpopComparison(summary, runs);
+    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), dpop, runs, storm, profile, profiles };
     const jsonFile = path.join(resultsDir, `${resultName(settings)}.json`);
     writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(path.join(resultsDir, `${resultName(settings)}.md`), markdownReport(report));
@@ -960,6 +975,8 @@ async function main(settings: Settings): Promise<number> {
       textTable(['target', 'measured', 'met'], report.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : 'NO'])),
       '',
       `Against the Node ceiling (a raw node:http proxy, no framework, no auth): the gateway at ${ceilingRatio(summary)} of its throughput (issue 17's goal: 0.9 x).`,
+      '',
+      dpopLine(dpop),
       '',
       'CPU use during the measured runs (median, % of one core):',
       textTable(CPU_HEADER, cpuRows(summary)),

@@ -1,13 +1,16 @@
 /**
  * The gateway under test, built through its public programmatic API (src/index.ts: parseConfig,
  * createRuntime, startGateway) with a production-like config: log level info, default process
- * metrics on, one `auth: user` route to the echo upstream.
+ * metrics on, two `auth: user` routes to the same echo upstream: `/api` (Bearer) and `/dpop`
+ * (`dpop: true`, bench/dpop-route.ts). With one DPoP route every session is DPoP-bound (SPEC:
+ * binding is per session), so `/api` sends the bound token as Bearer, without a proof.
  *
  * Command `advanceClock` moves the gateway's clock forward (the refresh storm: every access
  * token looks expired without anyone waiting); profiling is in every child (lib/ipc.ts).
  */
 import { createRuntime, parseConfig, startGateway } from '../../src/index.js';
 import { connectRedis, createRedis } from '../../src/redis/client.js';
+import { DPOP_ROUTE_PATH } from '../dpop-route.js';
 import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
 
 export interface GatewayOptions {
@@ -48,7 +51,10 @@ guardChild(async () => {
         encryptionKeys: [opts.encryptionKey],
       },
       redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
-      routes: [{ path: '/api', target: opts.upstream, auth: 'user' }],
+      routes: [
+        { path: '/api', target: opts.upstream, auth: 'user' },
+        { path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true },
+      ],
       log: { level: 'info' },
       ...(opts.loginPerMinute ? { rateLimit: { loginPerMinute: opts.loginPerMinute } } : {}),
     },
