@@ -29,13 +29,11 @@
  *   --workers          also: the CLI with server.workers 1 and 2, alternating (workers.ts)
  *   --login            also: sign-ins per second through the full flow (login.ts)
  *   --login-concurrency N   sign-ins at once in --login (default 8)
- *   --skip-main        only the sections asked for (--workers, --login): no four-target rounds,
+ *   --skip-main        only the sections asked for (--workers, --login): no main rounds,
  *                      profiles or storm, and bench/results/latest.* stay as they are
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -45,6 +43,8 @@ import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
 import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
+import { describeMachine, type Machine } from './lib/machine.js';
+import { statsDelta } from './lib/redis-stats.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
@@ -52,6 +52,7 @@ import { checkSchemes, dpopComparison, dpopLine, DPOP_ROUTE_PATH, DPOP_TARGET, t
 import type { LoadResult, LoadRun } from './load.js';
 import type { GatewayOptions } from './servers/gateway.js';
 import { LOGIN_HEADER, loginRows, loginSection } from './login.js';
+import { refreshStorm, STORM_HEADER, stormRows, type StormTrial } from './storm.js';
 import { WORKERS_HEADER, workersRows, workersSection } from './workers.js';
 
 const round2 = (v: number) => round(v, 2);
@@ -179,88 +180,6 @@ async function withTimeout<T>(phase: string, ms: number, work: Promise<T>): Prom
 }
 
 // ---------------------------------------------------------------------------------------------
-// Machine
-// ---------------------------------------------------------------------------------------------
-
-interface Machine {
-  nproc: number;
-  cpuModel: string;
-  memoryGiB: number;
-  /** 1-minute load average when the bench started (the bench itself not yet running). */
-  loadAvgAtStart: number;
-  node: string;
-  redis: string;
-  os: string;
-  date: string;
-  packages: Record<string, string>;
-}
-
-function describeMachine(): Machine {
-  let cpuModel = os.cpus()[0]?.model ?? 'unknown';
-  try {
-    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (m?.[1]) cpuModel = m[1].trim();
-  } catch {
-    // not Linux: os.cpus() it is
-  }
-  let nproc = os.availableParallelism();
-  try {
-    nproc = Number(execFileSync('nproc', { encoding: 'utf8', timeout: 5000 }).trim()) || nproc;
-  } catch {
-    // keep availableParallelism
-  }
-  let redis = 'unknown';
-  try {
-    redis = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8', timeout: 5000 }))?.[1] ?? redis;
-  } catch {
-    // reported as unknown
-  }
-  const version = (pkg: string) => {
-    try {
-      return (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
-    } catch {
-      return 'unknown';
-    }
-  };
-  return {
-    nproc,
-    cpuModel,
-    memoryGiB: round(os.totalmem() / 2 ** 30, 1),
-    loadAvgAtStart: round(os.loadavg()[0] ?? 0, 2),
-    node: process.version,
-    redis,
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    date: new Date().toISOString(),
-    packages: Object.fromEntries(
-      ['autocannon', 'express', 'http-proxy-middleware', 'express-openid-connect', 'connect-redis', 'ioredis', 'oidc-provider'].map((p) => [p, version(p)]),
-    ),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Redis command accounting
-// ---------------------------------------------------------------------------------------------
-
-type CommandStats = Record<string, number>;
-
-/** The bench's own INFO / CONFIG calls are not the servers' work. */
-const isAdminCommand = (name: string) => name === 'info' || name.startsWith('config');
-
-function statsDelta(before: CommandStats, after: CommandStats): { total: number; byCommand: Record<string, number> } {
-  const byCommand: Record<string, number> = {};
-  let total = 0;
-  for (const [name, calls] of Object.entries(after)) {
-    if (isAdminCommand(name)) continue;
-    const d = calls - (before[name] ?? 0);
-    if (d > 0) {
-      byCommand[name] = d;
-      total += d;
-    }
-  }
-  return { total, byCommand };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Phases
 // ---------------------------------------------------------------------------------------------
 
@@ -384,96 +303,6 @@ async function measure(
   return record;
 }
 
-interface StormCall {
-  status: number;
-  digest: string | undefined;
-  ms: number;
-}
-
-function stormCall(agent: http.Agent, url: URL, headers: Record<string, string>, t0: number): Promise<StormCall> {
-  return new Promise((resolve) => {
-    const req = http.get(url, { agent, headers, timeout: 15_000 }, (res) => {
-      res.resume();
-      res.once('end', () =>
-        resolve({ status: res.statusCode ?? 0, digest: res.headers['x-bearer-digest'] as string | undefined, ms: performance.now() - t0 }),
-      );
-      res.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
-    });
-    req.once('timeout', () => req.destroy(new Error('timeout')));
-    req.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
-  });
-}
-
-interface StormTrial {
-  trial: number;
-  calls: number;
-  ok: number;
-  statuses: Record<string, number>;
-  refreshGrants: number;
-  distinctTokens: number;
-  tokenChanged: boolean;
-  timeToLastMs: number;
-  p50Ms: number;
-  redisCommands: number;
-  redisByCommand: Record<string, number>;
-}
-
-async function refreshStorm(
-  gateway: BenchChild,
-  idp: BenchChild,
-  redis: RedisServer,
-  target: Target,
-  settings: Settings,
-): Promise<StormTrial[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: settings.stormCalls });
-  const headers = { ...target.headers, 'x-bench-echo-auth': '1' };
-  const fire = async () => {
-    const t0 = performance.now();
-    return Promise.all(Array.from({ length: settings.stormCalls }, (_, i) => stormCall(agent, new URL(`${target.url}?storm=${i}`), headers, t0)));
-  };
-  const refreshGrants = async () =>
-    (await idp.call<{ grants: Record<string, number> }>('counters')).grants.refresh_token ?? 0;
-  try {
-    // Opens the sockets (so the storm measures the gateway, not 200 TCP handshakes) and notes
-    // the token in use.
-    const warm = await fire();
-    const bad = warm.filter((c) => c.status !== 200).length;
-    if (bad > 0) throw new Error(`refresh storm warm-up: ${bad} of ${warm.length} calls failed`);
-    let previous = new Set(warm.map((c) => c.digest));
-    const trials: StormTrial[] = [];
-    for (let trial = 1; trial <= settings.stormTrials; trial++) {
-      const grantsBefore = await refreshGrants();
-      await gateway.call('advanceClock', STORM_CLOCK_STEP);
-      const before = await redis.commandStats();
-      const calls = await fire();
-      const after = await redis.commandStats();
-      const grants = (await refreshGrants()) - grantsBefore;
-      const digests = new Set(calls.map((c) => c.digest));
-      const statuses: Record<string, number> = {};
-      for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
-      const times = calls.map((c) => c.ms).sort((a, b) => a - b);
-      const delta = statsDelta(before, after);
-      trials.push({
-        trial,
-        calls: calls.length,
-        ok: statuses['200'] ?? 0,
-        statuses,
-        refreshGrants: grants,
-        distinctTokens: digests.size,
-        tokenChanged: [...digests].every((d) => !previous.has(d)),
-        timeToLastMs: times[times.length - 1] ?? 0,
-        p50Ms: median(times),
-        redisCommands: delta.total,
-        redisByCommand: delta.byCommand,
-      });
-      previous = digests;
-    }
-    return trials;
-  } finally {
-    agent.destroy();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------------------------
@@ -577,9 +406,6 @@ const cpuRows = (summaries: TargetSummary[]) =>
 const GC_HEADER = ['target', 'collections', 'GC ms', 'longest pause ms', 'major', 'promoted KB / 1k req'];
 const gcRows = (summaries: TargetSummary[]) =>
   summaries.map((s) => [s.target, s.gc.collections, s.gc.totalMs.toFixed(0), s.gc.maxPauseMs.toFixed(1), s.gc.major, s.gc.promotedKBPer1k.toFixed(0)]);
-const STORM_HEADER = ['trial', 'calls', 'ok', 'refresh grants', 'distinct tokens', 'new token', 'time to last ms', 'p50 ms', 'Redis cmds'];
-const stormRows = (trials: StormTrial[]) =>
-  trials.map((t) => [t.trial, t.calls, t.ok, t.refreshGrants, t.distinctTokens, t.tokenChanged ? 'yes' : 'NO', t.timeToLastMs.toFixed(1), t.p50Ms.toFixed(1), t.redisCommands]);
 const PROFILE_HEADER = ['#', 'function', 'location', 'self ms', 'self %'];
 const profileRows = (p: ProfileSummary) => p.top.map((e, i) => [i + 1, e.function, e.location || e.category, e.selfMs.toFixed(1), e.percent.toFixed(1)]);
 
@@ -669,7 +495,7 @@ interface Report {
 // ---------------------------------------------------------------------------------------------
 
 async function main(settings: Settings): Promise<number> {
-  const machine = describeMachine();
+  const machine = describeMachine(repoRoot);
   log(`${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`);
   mkdirSync(resultsDir, { recursive: true });
   const started: BenchChild[] = [];
@@ -949,7 +775,7 @@ async function main(settings: Settings): Promise<number> {
 
     // --- refresh storm -----------------------------------------------------------------------------
     log(`refresh storm: ${settings.stormCalls} concurrent calls right after expiry, ${settings.stormTrials} trials`);
-    const storm = await withTimeout('refresh storm', 120_000, refreshStorm(gateway, idp, redisServer, gwTarget, settings));
+    const storm = await withTimeout('refresh storm', 120_000, refreshStorm(gateway, idp, redisServer, gwTarget, { ...settings, clockStepSec: STORM_CLOCK_STEP }));
 
     // --- report ------------------------------------------------------------------------------------
     const summary = targets.map((t) => summarize(runs, t.name));
