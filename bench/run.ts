@@ -261,8 +261,13 @@ async function measure(
   roundNo: number,
 ): Promise<RunRecord> {
   const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
-  // The gateway process serves two targets (Bearer and DPoP routes): account it once.
-  for (const [name, pid] of Object.entries(procs)) if (name !== 'target' && pid === procs.target) delete procs[name];
+  // The gateway process serves two targets (Bearer and DPoP routes): account each process once.
+  const seen = new Set([procs.target]);
+  for (const [name, pid] of Object.entries(procs)) {
+    if (name === 'target') continue;
+    if (seen.has(pid)) delete procs[name];
+    else seen.add(pid);
+  }
   const before = await redis.commandStats();
   await server.call('gcStats').catch(() => undefined);
   const cpuBefore = snapshot(procs);
