@@ -562,6 +562,7 @@ async function main(settings: Settings): Promise<number> {
         redisUrl: r.url,
         upstream: upstream.info.url,
         autoPipelining,
+        dpopRoute: true,
         // --login signs in hundreds of times from one address: past the default 60 a minute.
         ...(settings.login ? { loginPerMinute: 1_000_000 } : {}),
       });

@@ -1,9 +1,8 @@
 /**
  * The gateway under test, built through its public programmatic API (src/index.ts: parseConfig,
  * createRuntime, startGateway) with a production-like config: log level info, default process
- * metrics on, two `auth: user` routes to the same echo upstream: `/api` (Bearer) and `/dpop`
- * (`dpop: true`, bench/dpop-route.ts). With one DPoP route every session is DPoP-bound (SPEC:
- * binding is per session), so `/api` sends the bound token as Bearer, without a proof.
+ * metrics on, an `auth: user` route `/api` (Bearer) to the echo upstream and, with `dpopRoute`,
+ * a second one `/dpop` (`dpop: true`, bench/dpop-route.ts) to the same upstream.
  *
  * Command `advanceClock` moves the gateway's clock forward (the refresh storm: every access
  * token looks expired without anyone waiting); profiling is in every child (lib/ipc.ts).
@@ -30,6 +29,11 @@ export interface GatewayOptions {
    * createRuntime as a ready client. Measures a suggested src/ change without making it.
    */
   autoPipelining?: boolean;
+  /**
+   * Adds the `/dpop` route. With one DPoP route every session is DPoP-bound (binding is per
+   * session), so `/api` then sends the bound token as Bearer, without a proof.
+   */
+  dpopRoute?: boolean;
   /** rateLimit.loginPerMinute (the sign-in section signs in far more often than 60 a minute). */
   loginPerMinute?: number;
 }
@@ -53,7 +57,7 @@ guardChild(async () => {
       redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
       routes: [
         { path: '/api', target: opts.upstream, auth: 'user' },
-        { path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true },
+        ...(opts.dpopRoute ? [{ path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true }] : []),
       ],
       log: { level: 'info' },
       ...(opts.loginPerMinute ? { rateLimit: { loginPerMinute: opts.loginPerMinute } } : {}),
