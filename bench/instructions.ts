@@ -16,6 +16,8 @@
  *   --calls N          measured calls per target (default 4000)
  *   --warmup N         warm-up calls per target (default 4000)
  *   --connections C    concurrent keep-alive connections (default 8)
+ *   --dpop-session     the gateway also has the DPoP route (as in `npm run bench`), so its one
+ *                      session is DPoP-bound; the Bearer route `/api` is still what is counted
  *   --profile          no valgrind: a V8 CPU profile of each server over the measured calls
  *                      instead (which JavaScript the instructions go to), written to
  *                      bench/results/instructions-<target>.cpuprofile and summarised
@@ -51,6 +53,7 @@ interface Settings {
   warmup: number;
   connections: number;
   profile: boolean;
+  dpopSession: boolean;
 }
 
 function parseArgs(argv: string[]): Settings {
@@ -62,13 +65,13 @@ function parseArgs(argv: string[]): Settings {
     return v;
   };
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--profile') continue;
+    if (argv[i] === '--profile' || argv[i] === '--dpop-session') continue;
     if (!['--calls', '--warmup', '--connections'].includes(argv[i] as string)) {
-      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--profile]`);
+      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--profile] [--dpop-session]`);
     }
     i++;
   }
-  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile') };
+  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile'), dpopSession: argv.includes('--dpop-session') };
 }
 
 function log(line: string): void {
@@ -207,6 +210,7 @@ async function main(s: Settings): Promise<void> {
           encryptionKey: randomBytes(32).toString('base64'),
           redisUrl: r.url,
           upstream: upstream.info.url,
+          dpopRoute: s.dpopSession,
         } satisfies GatewayOptions,
       }).then(keep),
       startChild<{ url: string }>({ ...underCallgrind('raw-node'), module: moduleOf('servers/raw'), env, options: { host: HOST, upstream: upstream.info.url } }).then(keep),
@@ -236,7 +240,8 @@ async function main(s: Settings): Promise<void> {
     process.stdout.write(
       [
         '',
-        `instructions per proxied call, main thread (callgrind Ir, ${s.calls} calls after ${s.warmup} warm-up, ${s.connections} connections, ${new Date().toISOString()})`,
+        `instructions per proxied call, main thread (callgrind Ir, ${s.calls} calls after ${s.warmup} warm-up, ${s.connections} connections, ${new Date().toISOString()})` +
+          (s.dpopSession ? ', DPoP-bound session on the Bearer route' : ''),
         `  gateway   ${perCall(gwIr)}`,
         `  raw-node  ${perCall(rawIr)}`,
         `  raw / gateway = ${(rawIr.main / gwIr.main).toFixed(3)} (main thread)`,

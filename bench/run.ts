@@ -1,6 +1,8 @@
 /**
  * `npm run bench` (SPEC §9): the gateway against a bare http-proxy-middleware proxy (baseline)
- * and an express-openid-connect + connect-redis proxy (reference), in the same run.
+ * and an express-openid-connect + connect-redis proxy (reference), in the same run; the
+ * gateway's DPoP route (`gateway-dpop`, dpop-route.ts) is a target of its own beside the Bearer
+ * route, and every comparison and SPEC §9 check stays on the Bearer route.
  *
  *   redis-server (own port)  ←  gateway, express-openid-connect
  *   upstream echo server     ←  gateway, baseline, express-openid-connect
@@ -27,13 +29,11 @@
  *   --workers          also: the CLI with server.workers 1 and 2, alternating (workers.ts)
  *   --login            also: sign-ins per second through the full flow (login.ts)
  *   --login-concurrency N   sign-ins at once in --login (default 8)
- *   --skip-main        only the sections asked for (--workers, --login): no four-target rounds,
+ *   --skip-main        only the sections asked for (--workers, --login): no main rounds,
  *                      profiles or storm, and bench/results/latest.* stay as they are
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -43,12 +43,16 @@ import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
 import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
+import { describeMachine, type Machine } from './lib/machine.js';
+import { statsDelta } from './lib/redis-stats.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile, type ProfileSummary } from './lib/profile.js';
 import { markdownTable, median, round, textTable } from './lib/stats.js';
+import { checkSchemes, dpopComparison, dpopLine, DPOP_ROUTE_PATH, DPOP_TARGET, type DpopComparison } from './dpop-route.js';
 import type { LoadResult, LoadRun } from './load.js';
 import type { GatewayOptions } from './servers/gateway.js';
 import { LOGIN_HEADER, loginRows, loginSection } from './login.js';
+import { refreshStorm, STORM_HEADER, stormRows, type StormTrial } from './storm.js';
 import { WORKERS_HEADER, workersRows, workersSection } from './workers.js';
 
 const round2 = (v: number) => round(v, 2);
@@ -115,7 +119,7 @@ function parseArgs(argv: string[]): Settings {
   const profileSec = quick ? 2 : 8;
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
-  const targetCount = 3 + experiments.length;
+  const targetCount = 5 + experiments.length;
   const workers = argv.includes('--workers');
   const login = argv.includes('--login');
   const skipMain = argv.includes('--skip-main');
@@ -173,88 +177,6 @@ async function withTimeout<T>(phase: string, ms: number, work: Promise<T>): Prom
   } finally {
     clearTimeout(timer);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Machine
-// ---------------------------------------------------------------------------------------------
-
-interface Machine {
-  nproc: number;
-  cpuModel: string;
-  memoryGiB: number;
-  /** 1-minute load average when the bench started (the bench itself not yet running). */
-  loadAvgAtStart: number;
-  node: string;
-  redis: string;
-  os: string;
-  date: string;
-  packages: Record<string, string>;
-}
-
-function describeMachine(): Machine {
-  let cpuModel = os.cpus()[0]?.model ?? 'unknown';
-  try {
-    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (m?.[1]) cpuModel = m[1].trim();
-  } catch {
-    // not Linux: os.cpus() it is
-  }
-  let nproc = os.availableParallelism();
-  try {
-    nproc = Number(execFileSync('nproc', { encoding: 'utf8', timeout: 5000 }).trim()) || nproc;
-  } catch {
-    // keep availableParallelism
-  }
-  let redis = 'unknown';
-  try {
-    redis = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8', timeout: 5000 }))?.[1] ?? redis;
-  } catch {
-    // reported as unknown
-  }
-  const version = (pkg: string) => {
-    try {
-      return (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
-    } catch {
-      return 'unknown';
-    }
-  };
-  return {
-    nproc,
-    cpuModel,
-    memoryGiB: round(os.totalmem() / 2 ** 30, 1),
-    loadAvgAtStart: round(os.loadavg()[0] ?? 0, 2),
-    node: process.version,
-    redis,
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    date: new Date().toISOString(),
-    packages: Object.fromEntries(
-      ['autocannon', 'express', 'http-proxy-middleware', 'express-openid-connect', 'connect-redis', 'ioredis', 'oidc-provider'].map((p) => [p, version(p)]),
-    ),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Redis command accounting
-// ---------------------------------------------------------------------------------------------
-
-type CommandStats = Record<string, number>;
-
-/** The bench's own INFO / CONFIG calls are not the servers' work. */
-const isAdminCommand = (name: string) => name === 'info' || name.startsWith('config');
-
-function statsDelta(before: CommandStats, after: CommandStats): { total: number; byCommand: Record<string, number> } {
-  const byCommand: Record<string, number> = {};
-  let total = 0;
-  for (const [name, calls] of Object.entries(after)) {
-    if (isAdminCommand(name)) continue;
-    const d = calls - (before[name] ?? 0);
-    if (d > 0) {
-      byCommand[name] = d;
-      total += d;
-    }
-  }
-  return { total, byCommand };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -339,7 +261,13 @@ async function measure(
   roundNo: number,
 ): Promise<RunRecord> {
   const procs: Pids = { ...pids, target: pids[target.name] ?? -1 };
-  delete procs[target.name];
+  // The gateway process serves two targets (Bearer and DPoP routes): account each process once.
+  const seen = new Set([procs.target]);
+  for (const [name, pid] of Object.entries(procs)) {
+    if (name === 'target') continue;
+    if (seen.has(pid)) delete procs[name];
+    else seen.add(pid);
+  }
   const before = await redis.commandStats();
   await server.call('gcStats').catch(() => undefined);
   const cpuBefore = snapshot(procs);
@@ -378,96 +306,6 @@ async function measure(
     );
   }
   return record;
-}
-
-interface StormCall {
-  status: number;
-  digest: string | undefined;
-  ms: number;
-}
-
-function stormCall(agent: http.Agent, url: URL, headers: Record<string, string>, t0: number): Promise<StormCall> {
-  return new Promise((resolve) => {
-    const req = http.get(url, { agent, headers, timeout: 15_000 }, (res) => {
-      res.resume();
-      res.once('end', () =>
-        resolve({ status: res.statusCode ?? 0, digest: res.headers['x-bearer-digest'] as string | undefined, ms: performance.now() - t0 }),
-      );
-      res.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
-    });
-    req.once('timeout', () => req.destroy(new Error('timeout')));
-    req.once('error', () => resolve({ status: 0, digest: undefined, ms: performance.now() - t0 }));
-  });
-}
-
-interface StormTrial {
-  trial: number;
-  calls: number;
-  ok: number;
-  statuses: Record<string, number>;
-  refreshGrants: number;
-  distinctTokens: number;
-  tokenChanged: boolean;
-  timeToLastMs: number;
-  p50Ms: number;
-  redisCommands: number;
-  redisByCommand: Record<string, number>;
-}
-
-async function refreshStorm(
-  gateway: BenchChild,
-  idp: BenchChild,
-  redis: RedisServer,
-  target: Target,
-  settings: Settings,
-): Promise<StormTrial[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: settings.stormCalls });
-  const headers = { ...target.headers, 'x-bench-echo-auth': '1' };
-  const fire = async () => {
-    const t0 = performance.now();
-    return Promise.all(Array.from({ length: settings.stormCalls }, (_, i) => stormCall(agent, new URL(`${target.url}?storm=${i}`), headers, t0)));
-  };
-  const refreshGrants = async () =>
-    (await idp.call<{ grants: Record<string, number> }>('counters')).grants.refresh_token ?? 0;
-  try {
-    // Opens the sockets (so the storm measures the gateway, not 200 TCP handshakes) and notes
-    // the token in use.
-    const warm = await fire();
-    const bad = warm.filter((c) => c.status !== 200).length;
-    if (bad > 0) throw new Error(`refresh storm warm-up: ${bad} of ${warm.length} calls failed`);
-    let previous = new Set(warm.map((c) => c.digest));
-    const trials: StormTrial[] = [];
-    for (let trial = 1; trial <= settings.stormTrials; trial++) {
-      const grantsBefore = await refreshGrants();
-      await gateway.call('advanceClock', STORM_CLOCK_STEP);
-      const before = await redis.commandStats();
-      const calls = await fire();
-      const after = await redis.commandStats();
-      const grants = (await refreshGrants()) - grantsBefore;
-      const digests = new Set(calls.map((c) => c.digest));
-      const statuses: Record<string, number> = {};
-      for (const c of calls) statuses[c.status] = (statuses[c.status] ?? 0) + 1;
-      const times = calls.map((c) => c.ms).sort((a, b) => a - b);
-      const delta = statsDelta(before, after);
-      trials.push({
-        trial,
-        calls: calls.length,
-        ok: statuses['200'] ?? 0,
-        statuses,
-        refreshGrants: grants,
-        distinctTokens: digests.size,
-        tokenChanged: [...digests].every((d) => !previous.has(d)),
-        timeToLastMs: times[times.length - 1] ?? 0,
-        p50Ms: median(times),
-        redisCommands: delta.total,
-        redisByCommand: delta.byCommand,
-      });
-      previous = digests;
-    }
-    return trials;
-  } finally {
-    agent.destroy();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -573,9 +411,6 @@ const cpuRows = (summaries: TargetSummary[]) =>
 const GC_HEADER = ['target', 'collections', 'GC ms', 'longest pause ms', 'major', 'promoted KB / 1k req'];
 const gcRows = (summaries: TargetSummary[]) =>
   summaries.map((s) => [s.target, s.gc.collections, s.gc.totalMs.toFixed(0), s.gc.maxPauseMs.toFixed(1), s.gc.major, s.gc.promotedKBPer1k.toFixed(0)]);
-const STORM_HEADER = ['trial', 'calls', 'ok', 'refresh grants', 'distinct tokens', 'new token', 'time to last ms', 'p50 ms', 'Redis cmds'];
-const stormRows = (trials: StormTrial[]) =>
-  trials.map((t) => [t.trial, t.calls, t.ok, t.refreshGrants, t.distinctTokens, t.tokenChanged ? 'yes' : 'NO', t.timeToLastMs.toFixed(1), t.p50Ms.toFixed(1), t.redisCommands]);
 const PROFILE_HEADER = ['#', 'function', 'location', 'self ms', 'self %'];
 const profileRows = (p: ProfileSummary) => p.top.map((e, i) => [i + 1, e.function, e.location || e.category, e.selfMs.toFixed(1), e.percent.toFixed(1)]);
 
@@ -621,6 +456,8 @@ function markdownReport(r: Report): string {
     '',
     `Against the Node ceiling (a raw \`node:http\` proxy, no framework, no auth): the gateway at ${ceilingRatio(r.summary)} of its throughput (issue 17's goal: 0.9 x).`,
     '',
+    dpopLine(r.dpop),
+    '',
     'CPU use during the measured runs (median, % of one core):',
     '',
     markdownTable(CPU_HEADER, cpuRows(r.summary)),
@@ -649,6 +486,8 @@ interface Report {
   settings: Settings;
   summary: TargetSummary[];
   checks: Check[];
+  /** The DPoP route against the Bearer route, same gateway process (undefined: not measured). */
+  dpop: DpopComparison | undefined;
   runs: RunRecord[];
   storm: StormTrial[];
   /** The gateway's. */
@@ -661,7 +500,7 @@ interface Report {
 // ---------------------------------------------------------------------------------------------
 
 async function main(settings: Settings): Promise<number> {
-  const machine = describeMachine();
+  const machine = describeMachine(repoRoot);
   log(`${machine.nproc} CPUs (${machine.cpuModel}), Node ${machine.node}, Redis ${machine.redis}`);
   mkdirSync(resultsDir, { recursive: true });
   const started: BenchChild[] = [];
@@ -723,6 +562,7 @@ async function main(settings: Settings): Promise<number> {
         redisUrl: r.url,
         upstream: upstream.info.url,
         autoPipelining,
+        dpopRoute: true,
         // --login signs in hundreds of times from one address: past the default 60 a minute.
         ...(settings.login ? { loginPerMinute: 1_000_000 } : {}),
       });
@@ -778,6 +618,7 @@ async function main(settings: Settings): Promise<number> {
     const redisServer = redis as unknown as RedisServer;
     const pids: Pids = {
       gateway: gateway.pid,
+      [DPOP_TARGET]: gateway.pid,
       baseline: baseline.pid,
       'express-openid-connect': eoc.pid,
       'raw-node': raw.pid,
@@ -805,17 +646,21 @@ async function main(settings: Settings): Promise<number> {
       { name: 'baseline', url: `${baseline.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       { name: 'express-openid-connect', url: `${eoc.info.url}/api/echo`, headers: { cookie: eocCookie, 'x-csrf': '1' } },
       { name: 'raw-node', url: `${raw.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
+      // The same gateway process and session, the DPoP route (issue 15).
+      { name: DPOP_TARGET, url: `${gateway.info.url}${DPOP_ROUTE_PATH}/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       ...experimental.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
     ];
     await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
+    await withTimeout('DPoP scheme check', 30_000, checkSchemes(targets[0] as Target, targets.find((t) => t.name === DPOP_TARGET) as Target));
     const servers: Record<string, BenchChild> = {
       gateway,
+      [DPOP_TARGET]: gateway,
       baseline,
       'express-openid-connect': eoc,
       'raw-node': raw,
       ...Object.fromEntries(experimental.map((c) => [c.name, c])),
     };
-    log('signed in on the gateway and on express-openid-connect; every target answers 200');
+    log('signed in on the gateway and on express-openid-connect; every target answers 200; the upstream gets Bearer on /api, DPoP and a proof on /dpop');
 
     // --- extra sections (--workers, --login) --------------------------------------------------------
     const sections = async (): Promise<void> => {
@@ -936,12 +781,14 @@ async function main(settings: Settings): Promise<number> {
 
     // --- refresh storm -----------------------------------------------------------------------------
     log(`refresh storm: ${settings.stormCalls} concurrent calls right after expiry, ${settings.stormTrials} trials`);
-    const storm = await withTimeout('refresh storm', 120_000, refreshStorm(gateway, idp, redisServer, gwTarget, settings));
+    const storm = await withTimeout('refresh storm', 120_000, refreshStorm(gateway, idp, redisServer, gwTarget, { ...settings, clockStepSec: STORM_CLOCK_STEP }));
 
     // --- report ------------------------------------------------------------------------------------
     const summary = targets.map((t) => summarize(runs, t.name));
-    const [gw, base, ref] = summary as [TargetSummary, TargetSummary, TargetSummary];
-    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), runs, storm, profile, profiles };
+    const named = (name: string) => summary.find((s) => s.target === name) as TargetSummary;
+    const [gw, base, ref] = [named('gateway'), named('baseline'), named('express-openid-connect')];
+    const dpop = dpopComparison(summary, runs);
+    const report: Report = { machine, settings, summary, checks: checks(gw, base, ref), dpop, runs, storm, profile, profiles };
     const jsonFile = path.join(resultsDir, `${resultName(settings)}.json`);
     writeFileSync(jsonFile, `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(path.join(resultsDir, `${resultName(settings)}.md`), markdownReport(report));
@@ -960,6 +807,8 @@ async function main(settings: Settings): Promise<number> {
       textTable(['target', 'measured', 'met'], report.checks.map((c) => [c.target, c.measured, c.pass ? 'yes' : 'NO'])),
       '',
       `Against the Node ceiling (a raw node:http proxy, no framework, no auth): the gateway at ${ceilingRatio(summary)} of its throughput (issue 17's goal: 0.9 x).`,
+      '',
+      dpopLine(dpop),
       '',
       'CPU use during the measured runs (median, % of one core):',
       textTable(CPU_HEADER, cpuRows(summary)),

@@ -1,13 +1,15 @@
 /**
  * The gateway under test, built through its public programmatic API (src/index.ts: parseConfig,
  * createRuntime, startGateway) with a production-like config: log level info, default process
- * metrics on, one `auth: user` route to the echo upstream.
+ * metrics on, an `auth: user` route `/api` (Bearer) to the echo upstream and, with `dpopRoute`,
+ * a second one `/dpop` (`dpop: true`, bench/dpop-route.ts) to the same upstream.
  *
  * Command `advanceClock` moves the gateway's clock forward (the refresh storm: every access
  * token looks expired without anyone waiting); profiling is in every child (lib/ipc.ts).
  */
 import { createRuntime, parseConfig, startGateway } from '../../src/index.js';
 import { connectRedis, createRedis } from '../../src/redis/client.js';
+import { DPOP_ROUTE_PATH } from '../dpop-route.js';
 import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
 
 export interface GatewayOptions {
@@ -27,6 +29,11 @@ export interface GatewayOptions {
    * createRuntime as a ready client. Measures a suggested src/ change without making it.
    */
   autoPipelining?: boolean;
+  /**
+   * Adds the `/dpop` route. With one DPoP route every session is DPoP-bound (binding is per
+   * session), so `/api` then sends the bound token as Bearer, without a proof.
+   */
+  dpopRoute?: boolean;
   /** rateLimit.loginPerMinute (the sign-in section signs in far more often than 60 a minute). */
   loginPerMinute?: number;
 }
@@ -48,7 +55,10 @@ guardChild(async () => {
         encryptionKeys: [opts.encryptionKey],
       },
       redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
-      routes: [{ path: '/api', target: opts.upstream, auth: 'user' }],
+      routes: [
+        { path: '/api', target: opts.upstream, auth: 'user' },
+        ...(opts.dpopRoute ? [{ path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true }] : []),
+      ],
       log: { level: 'info' },
       ...(opts.loginPerMinute ? { rateLimit: { loginPerMinute: opts.loginPerMinute } } : {}),
     },

@@ -9,12 +9,19 @@ import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
 export interface IdpOptions {
   clients: DevClient[];
   accessTokenTtl: number;
+  /**
+   * DPoP is on in the dev provider (`features.dPoP`, src/dev/idp/configuration.ts); this makes
+   * its token endpoint demand a nonce in every proof as well. The bench runs without: a
+   * provider nonce touches only sign-ins and refreshes, never a steady-state proxied call.
+   */
+  dpopNonces?: boolean;
 }
 
 guardChild(async () => {
   const opts = childOptions<IdpOptions>();
   const provider = await startTestProvider({
     clients: opts.clients,
+    dpopNonces: opts.dpopNonces ?? false,
     ttl: {
       AccessToken: opts.accessTokenTtl,
       // The refresh storm moves the gateway's clock forward; nothing but the access token may

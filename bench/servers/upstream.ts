@@ -2,7 +2,8 @@
  * The upstream API every target proxies to: a minimal node:http server answering a small JSON
  * body over keep-alive. With `x-bench-echo-auth: 1` (refresh storm only) it also answers a short
  * digest of the Authorization header it received, so the bench can check that every call went
- * on with the same, new token without the token itself leaving the upstream.
+ * on with the same, new token without the token itself leaving the upstream, and the scheme
+ * word of that header and whether a `DPoP` proof header came (the DPoP route's check).
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -20,6 +21,8 @@ guardChild(async () => {
     if (req.headers['x-bench-echo-auth'] === '1') {
       const auth = req.headers.authorization ?? '';
       headers['x-bearer-digest'] = auth ? createHash('sha256').update(auth).digest('hex').slice(0, 16) : 'none';
+      headers['x-bench-auth-scheme'] = /^(Bearer|DPoP) /.exec(auth)?.[1] ?? 'none';
+      headers['x-bench-dpop-proof'] = req.headers.dpop ? 'yes' : 'no';
     }
     // Drain any request body before answering, so keep-alive stays usable.
     req.resume();
