@@ -45,3 +45,38 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   };
 }
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+
+export interface ExchangeStackOptions {
+  clock?: TestClock;
+  /** The provider's resource servers (RFC 8707): URL → its scopes and their descriptions. The first is the sign-in token's audience. */
+  apis: Record<string, Record<string, string>>;
+  /** The gateway's sign-in scopes beyond openid, profile and offline_access. */
+  scopes: string[];
+  routes: NonNullable<TestConfigInput['routes']>;
+}
+
+/**
+ * The stack of the token-exchange tests: a provider with resource servers that lets the
+ * gateway's client exchange tokens (RFC 8693), and a gateway whose sign-in asks for the first API.
+ */
+export function startExchangeStack(options: ExchangeStackOptions): Promise<Stack> {
+  const apis = Object.entries(options.apis);
+  const main = apis[0]?.[0];
+  if (!main) throw new Error('startExchangeStack: at least one API');
+  return startStack({
+    ...(options.clock ? { clock: options.clock } : {}),
+    client: { grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE] },
+    provider: {
+      scopes: Object.assign({}, ...apis.map(([, scopes]) => scopes)) as Record<string, string>,
+      resourceServers: Object.fromEntries(apis.map(([url, scopes]) => [url, { scope: Object.keys(scopes).join(' ') }])),
+      defaultResource: main,
+    },
+    config: {
+      scopes: ['openid', 'profile', 'offline_access', ...options.scopes],
+      extraAuthParams: { resource: main },
+      routes: options.routes,
+    },
+  });
+}

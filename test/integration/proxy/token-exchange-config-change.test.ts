@@ -13,14 +13,13 @@ import type { Config } from '../../../src/config/load.js';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { createTestClock, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startStack, type Stack } from '../../support/stack.js';
+import { startExchangeStack, TOKEN_EXCHANGE as EXCHANGE, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const csrf = { 'x-csrf': '1' };
 const API = 'https://api.example';
 const LEDGER = 'https://ledger.example';
 const AUDIT = 'https://audit.example';
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const clock = createTestClock();
 
 let stack: Stack;
@@ -29,19 +28,11 @@ let next: TestGateway;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  stack = await startStack({
+  stack = await startExchangeStack({
     clock,
-    client: { grant_types: ['authorization_code', 'refresh_token', EXCHANGE] },
-    provider: {
-      scopes: { 'api:read': 'Read the API', 'ledger:read': 'Read the ledger', 'audit:read': 'Read the audit log' },
-      resourceServers: { [API]: { scope: 'api:read' }, [LEDGER]: { scope: 'ledger:read' }, [AUDIT]: { scope: 'audit:read' } },
-      defaultResource: API,
-    },
-    config: {
-      scopes: ['openid', 'profile', 'offline_access', 'api:read'],
-      extraAuthParams: { resource: API },
-      routes: [{ path: '/reports', target: upstream.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } }],
-    },
+    apis: { [API]: { 'api:read': 'Read the API' }, [LEDGER]: { 'ledger:read': 'Read the ledger' }, [AUDIT]: { 'audit:read': 'Read the audit log' } },
+    scopes: ['api:read'],
+    routes: [{ path: '/reports', target: upstream.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } }],
   });
   // The next deployment: the same route path now exchanges for another API.
   const config: Config = {

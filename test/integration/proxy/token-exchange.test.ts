@@ -12,7 +12,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { createTestClock, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
-import { startStack, type Stack } from '../../support/stack.js';
+import { startExchangeStack, TOKEN_EXCHANGE as EXCHANGE, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import { dumpRedis } from '../../support/redis-dump.js';
@@ -21,7 +21,6 @@ import { findSecrets } from '../../support/secrets.js';
 const csrf = { 'x-csrf': '1' };
 const API = 'https://api.example';
 const LEDGER = 'https://ledger.example';
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const clock = createTestClock();
 
 let stack: Stack;
@@ -34,23 +33,15 @@ let orders: Upstream;
 
 beforeAll(async () => {
   [ledger, orders] = await Promise.all([startUpstream(), startUpstream()]);
-  stack = await startStack({
+  stack = await startExchangeStack({
     clock,
-    client: { grant_types: ['authorization_code', 'refresh_token', EXCHANGE] },
-    provider: {
-      scopes: { 'api:read': 'Read the API', 'ledger:read': 'Read the ledger', 'ledger:write': 'Write the ledger' },
-      resourceServers: { [API]: { scope: 'api:read' }, [LEDGER]: { scope: 'ledger:read ledger:write' } },
-      defaultResource: API,
-    },
-    config: {
-      scopes: ['openid', 'profile', 'offline_access', 'api:read'],
-      extraAuthParams: { resource: API },
-      routes: [
-        { path: '/ledger', target: ledger.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } },
-        { path: '/nowhere', target: ledger.url, auth: 'user', tokenExchange: { audience: 'https://unknown.example' } },
-        { path: '/orders', target: orders.url, auth: 'user' },
-      ],
-    },
+    apis: { [API]: { 'api:read': 'Read the API' }, [LEDGER]: { 'ledger:read': 'Read the ledger', 'ledger:write': 'Write the ledger' } },
+    scopes: ['api:read'],
+    routes: [
+      { path: '/ledger', target: ledger.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } },
+      { path: '/nowhere', target: ledger.url, auth: 'user', tokenExchange: { audience: 'https://unknown.example' } },
+      { path: '/orders', target: orders.url, auth: 'user' },
+    ],
   });
   ({ provider, config, gateway: gw } = stack);
   gw2 = await startTestGateway(config, undefined, { clock });

@@ -14,7 +14,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
-import { startStack, type Stack } from '../../support/stack.js';
+import { startExchangeStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectNoSecretIn, tokensOfSession } from '../../support/assertions.js';
 import { eventually } from '../../support/wait.js';
@@ -23,7 +23,6 @@ const csrf = { 'x-csrf': '1' };
 const API = 'https://api.example';
 const INVENTORY = 'https://inventory.example';
 const LEDGER = 'https://ledger.example';
-const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const clock = createTestClock();
 
 let stack: Stack;
@@ -33,23 +32,15 @@ let upstream: Upstream;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  stack = await startStack({
+  stack = await startExchangeStack({
     clock,
-    client: { grant_types: ['authorization_code', 'refresh_token', EXCHANGE] },
-    provider: {
-      scopes: { 'api:read': 'Read the API', 'inventory:read': 'Read inventory', 'ledger:read': 'Read the ledger' },
-      resourceServers: { [API]: { scope: 'api:read' }, [INVENTORY]: { scope: 'inventory:read' }, [LEDGER]: { scope: 'ledger:read' } },
-      defaultResource: API,
-    },
-    config: {
-      scopes: ['openid', 'profile', 'offline_access', 'api:read', 'inventory:read'],
-      extraAuthParams: { resource: API },
-      routes: [
-        { path: '/inventory', target: upstream.url, auth: 'user', resource: INVENTORY },
-        { path: '/ledger', target: upstream.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } },
-        { path: '/api', target: upstream.url, auth: 'user' },
-      ],
-    },
+    apis: { [API]: { 'api:read': 'Read the API' }, [INVENTORY]: { 'inventory:read': 'Read inventory' }, [LEDGER]: { 'ledger:read': 'Read the ledger' } },
+    scopes: ['api:read', 'inventory:read'],
+    routes: [
+      { path: '/inventory', target: upstream.url, auth: 'user', resource: INVENTORY },
+      { path: '/ledger', target: upstream.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } },
+      { path: '/api', target: upstream.url, auth: 'user' },
+    ],
   });
   ({ provider, gateway: gw } = stack);
 });
