@@ -1,5 +1,6 @@
 import { digest } from '../../src/redis/keys.js';
 import type { TokenSet } from '../../src/session/tokens.js';
+import type { SignInResult } from './drive-login.js';
 import type { TestGateway } from './gateway.js';
 import { findSecret } from './secrets.js';
 
@@ -36,4 +37,15 @@ export async function tokensOfSession(gateway: TestGateway, cookieValue: string)
   const d = digest(sessionIdFromCookie(cookieValue));
   const record = await gateway.runtime.records.peek(d);
   return record?.tokens.sealed ? gateway.runtime.vault.open(d, record.tokens.sealed) : undefined;
+}
+
+/** The secrets a pushed sign-in leaves behind: its code, its request_uri and the session's tokens. */
+export function pushedSignInSecrets(result: Pick<SignInResult, 'authorizeUrl' | 'callbackUrl'>, tokens: TokenSet | undefined): Record<string, string | undefined> {
+  return {
+    code: new URL(result.callbackUrl).searchParams.get('code') ?? undefined,
+    requestUri: result.authorizeUrl.searchParams.get('request_uri') ?? undefined,
+    accessToken: tokens?.accessToken,
+    refreshToken: tokens?.refreshToken,
+    idToken: tokens?.idToken,
+  };
 }

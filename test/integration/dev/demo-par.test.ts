@@ -13,7 +13,7 @@
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../../support/demo.js';
-import { tokensOfSession } from '../../support/assertions.js';
+import { pushedSignInSecrets, tokensOfSession } from '../../support/assertions.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
 import { dumpRedis } from '../../support/redis-dump.js';
 import { findSecrets } from '../../support/secrets.js';
@@ -81,11 +81,7 @@ describe('the demo with pushed authorization requests', () => {
     expect((await client.get(`${demo.url}/api/ledger/balance`, { headers: csrf })).status).toBe(200);
     const tokens = await tokensOf(client);
     const secrets = {
-      code: new URL(result.callbackUrl).searchParams.get('code') ?? undefined,
-      requestUri: result.authorizeUrl.searchParams.get('request_uri') ?? undefined,
-      accessToken: tokens?.accessToken,
-      refreshToken: tokens?.refreshToken,
-      idToken: tokens?.idToken,
+      ...pushedSignInSecrets(result, tokens),
       exchanged: tokens?.exchanged?.['/api/ledger']?.accessToken,
       dpopPrivateKey: tokens?.dpopKey?.d,
     };

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import type { ConfigInput } from '../../../src/config/schema.js';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { expectErrorBody, pushedSignInSecrets, tokensOfSession } from '../../support/assertions.js';
 import { dumpRedis } from '../../support/redis-dump.js';
 import { findSecrets } from '../../support/secrets.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
@@ -83,11 +83,7 @@ describe('a provider that offers PAR', () => {
     const tokens = await tokensOfSession(setup.gw, cookie);
     expect(tokens?.refreshToken).toBeDefined();
     const secrets = {
-      code: new URL(result.callbackUrl).searchParams.get('code') ?? undefined,
-      requestUri: result.authorizeUrl.searchParams.get('request_uri') ?? undefined,
-      accessToken: tokens?.accessToken,
-      refreshToken: tokens?.refreshToken,
-      idToken: tokens?.idToken,
+      ...pushedSignInSecrets(result, tokens),
       clientSecret: setup.gw.config.oidc.clientSecret,
       cookie,
     };
