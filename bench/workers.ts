@@ -17,22 +17,15 @@ import { performance } from 'node:perf_hooks';
 import { stringify as toYaml } from 'yaml';
 import { findFreePort } from '../test/support/redis-server.js';
 import { cpuMs, machineShares, machineTicks } from './lib/cpu.js';
+import { benchGatewayConfig, type BenchGatewayInput } from './lib/gateway-config.js';
 import type { BenchChild } from './lib/ipc.js';
 import { median, round } from './lib/stats.js';
 import type { LoadResult, LoadRun } from './load.js';
 
-export interface WorkersSectionInput {
+export interface WorkersSectionInput extends BenchGatewayInput {
   /** dist-bench/src/cli.js */
   cli: string;
   load: BenchChild;
-  host: string;
-  issuer: string;
-  clientId: string;
-  clientSecret: string;
-  sessionSecret: string;
-  encryptionKey: string;
-  redisUrl: string;
-  upstream: string;
   /** Cookie and CSRF headers of the main gateway's signed-in session. */
   headers: Record<string, string>;
   /** Other processes to account CPU to: upstream, redis, autocannon. */
@@ -86,14 +79,7 @@ async function startCluster(input: WorkersSectionInput, dir: string, workers: nu
   const port = await findFreePort();
   const url = `http://${input.host}:${port}`;
   const file = path.join(dir, `workers-${workers}.yaml`);
-  const config = {
-    server: { host: input.host, port, publicUrl: url, workers },
-    oidc: { issuer: input.issuer, clientId: input.clientId, clientSecret: input.clientSecret, scopes: ['openid', 'profile', 'email', 'offline_access'] },
-    session: { secrets: [input.sessionSecret], encryptionKeys: [input.encryptionKey] },
-    redis: { url: input.redisUrl, keyPrefix: 'bench:' },
-    routes: [{ path: '/api', target: input.upstream, auth: 'user' }],
-    log: { level: 'info' },
-  };
+  const config = benchGatewayConfig(input, { port, publicUrl: url, workers });
   // The file holds secrets: readable by this user only, deleted at the end.
   writeFileSync(file, toYaml(config), { mode: 0o600 });
   chmodSync(file, 0o600);

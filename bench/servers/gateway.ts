@@ -10,19 +10,11 @@
 import { createRuntime, parseConfig, startGateway } from '../../src/index.js';
 import { connectRedis, createRedis } from '../../src/redis/client.js';
 import { DPOP_ROUTE_PATH } from '../dpop-route.js';
+import { benchGatewayConfig, type BenchGatewayInput } from '../lib/gateway-config.js';
 import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
 
-export interface GatewayOptions {
-  host: string;
+export interface GatewayOptions extends BenchGatewayInput {
   port: number;
-  issuer: string;
-  clientId: string;
-  clientSecret: string;
-  /** Shared by every gateway process of a run, so that one sign-in works on all of them. */
-  sessionSecret: string;
-  encryptionKey: string;
-  redisUrl: string;
-  upstream: string;
   /**
    * Experiment (`--experiment autopipelining`): the gateway's own Redis client (createRedis from
    * src/redis/client.ts, same options) with ioredis auto-pipelining switched on, handed to
@@ -41,25 +33,11 @@ export interface GatewayOptions {
 guardChild(async () => {
   const opts = childOptions<GatewayOptions>();
   const publicUrl = `http://${opts.host}:${opts.port}`;
+  const base = benchGatewayConfig(opts, { port: opts.port, publicUrl });
   const config = parseConfig(
     {
-      server: { port: opts.port, host: opts.host, publicUrl },
-      oidc: {
-        issuer: opts.issuer,
-        clientId: opts.clientId,
-        clientSecret: opts.clientSecret,
-        scopes: ['openid', 'profile', 'email', 'offline_access'],
-      },
-      session: {
-        secrets: [opts.sessionSecret],
-        encryptionKeys: [opts.encryptionKey],
-      },
-      redis: { url: opts.redisUrl, keyPrefix: 'bench:' },
-      routes: [
-        { path: '/api', target: opts.upstream, auth: 'user' },
-        ...(opts.dpopRoute ? [{ path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true }] : []),
-      ],
-      log: { level: 'info' },
+      ...base,
+      routes: [...base.routes, ...(opts.dpopRoute ? [{ path: DPOP_ROUTE_PATH, target: opts.upstream, auth: 'user', dpop: true }] : [])],
       ...(opts.loginPerMinute ? { rateLimit: { loginPerMinute: opts.loginPerMinute } } : {}),
     },
     { env: {} },

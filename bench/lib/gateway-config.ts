@@ -1,0 +1,31 @@
+/**
+ * The bench gateway's config, one for every way a run starts it (bench/servers/gateway.ts in
+ * process, bench/workers.ts through the CLI).
+ */
+/** What a gateway process needs to join a run: the provider, its client, the run's Redis and upstream. */
+export interface BenchGatewayInput {
+  host: string;
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  /** Shared by every gateway process of a run, so that one sign-in works on all of them. */
+  sessionSecret: string;
+  encryptionKey: string;
+  redisUrl: string;
+  upstream: string;
+}
+
+/**
+ * The config document (SPEC §2 names), production-like: log level info, default scopes, one
+ * `auth: user` route `/api` (Bearer) to the upstream; callers add what their variant needs.
+ */
+export function benchGatewayConfig(input: BenchGatewayInput, server: { port: number; publicUrl: string; workers?: number }) {
+  return {
+    server: { host: input.host, ...server },
+    oidc: { issuer: input.issuer, clientId: input.clientId, clientSecret: input.clientSecret, scopes: ['openid', 'profile', 'email', 'offline_access'] },
+    session: { secrets: [input.sessionSecret], encryptionKeys: [input.encryptionKey] },
+    redis: { url: input.redisUrl, keyPrefix: 'bench:' },
+    routes: [{ path: '/api', target: input.upstream, auth: 'user' }] as Record<string, unknown>[],
+    log: { level: 'info' },
+  };
+}
