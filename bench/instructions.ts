@@ -27,7 +27,6 @@
  * CPU profiles of `npm run bench` name those).
  */
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -36,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
+import { benchGatewayClient, benchSessionKeys } from './lib/gateway-config.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile } from './lib/profile.js';
 import { textTable } from './lib/stats.js';
@@ -180,16 +180,7 @@ async function main(s: Settings): Promise<void> {
         module: moduleOf('servers/idp'),
         options: {
           accessTokenTtl: 3600,
-          clients: [
-            {
-              client_id: CLIENT.id,
-              client_secret: CLIENT.secret,
-              redirect_uris: [`${gwUrl}/auth/callback`],
-              post_logout_redirect_uris: [`${gwUrl}/`],
-              grant_types: ['authorization_code', 'refresh_token'],
-              response_types: ['code'],
-            },
-          ],
+          clients: [benchGatewayClient(CLIENT, gwUrl)],
         },
       }),
     );
@@ -206,8 +197,7 @@ async function main(s: Settings): Promise<void> {
           issuer: idp.info.issuer,
           clientId: CLIENT.id,
           clientSecret: CLIENT.secret,
-          sessionSecret: randomBytes(32).toString('base64url'),
-          encryptionKey: randomBytes(32).toString('base64'),
+          ...benchSessionKeys(),
           redisUrl: r.url,
           upstream: upstream.info.url,
           dpopRoute: s.dpopSession,

@@ -43,6 +43,7 @@ import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
 import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
+import { benchGatewayClient, benchSessionKeys } from './lib/gateway-config.js';
 import { describeMachine, type Machine } from './lib/machine.js';
 import { statsDelta } from './lib/redis-stats.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
@@ -528,14 +529,7 @@ async function main(settings: Settings): Promise<number> {
           options: {
             accessTokenTtl: ACCESS_TOKEN_TTL,
             clients: [
-              {
-                client_id: GATEWAY_CLIENT.id,
-                client_secret: GATEWAY_CLIENT.secret,
-                redirect_uris: [`${gwUrl}/auth/callback`],
-                post_logout_redirect_uris: [`${gwUrl}/`],
-                grant_types: ['authorization_code', 'refresh_token'],
-                response_types: ['code'],
-              },
+              benchGatewayClient(GATEWAY_CLIENT, gwUrl),
               {
                 client_id: EOC_CLIENT.id,
                 client_secret: EOC_CLIENT.secret,
@@ -557,8 +551,7 @@ async function main(settings: Settings): Promise<number> {
         issuer: idp.info.issuer,
         clientId: GATEWAY_CLIENT.id,
         clientSecret: GATEWAY_CLIENT.secret,
-        sessionSecret: randomBytes(32).toString('base64url'),
-        encryptionKey: randomBytes(32).toString('base64'),
+        ...benchSessionKeys(),
         redisUrl: r.url,
         upstream: upstream.info.url,
         autoPipelining,
