@@ -118,15 +118,8 @@ async function stopCluster(c: Cluster): Promise<void> {
   clearTimeout(timer);
 }
 
-interface Sample {
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  gatewayCpuUsPerCall: number;
-  gatewayCpuPercent: number;
-  otherCpuPercent: Record<string, number>;
-  machineBusyPercent: number;
-}
+/** One round of one cluster. */
+type Sample = Omit<WorkersRow, 'workers' | 'rounds'>;
 
 async function sample(input: WorkersSectionInput, c: Cluster, durationSec: number): Promise<Sample> {
   const pid = c.child.pid as number;
