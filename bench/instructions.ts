@@ -35,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
+import { positiveFlag } from './lib/args.js';
 import { benchGatewayClient, benchSessionKeys } from './lib/gateway-config.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile } from './lib/profile.js';
@@ -57,13 +58,7 @@ interface Settings {
 }
 
 function parseArgs(argv: string[]): Settings {
-  const num = (flag: string, def: number) => {
-    const i = argv.indexOf(flag);
-    if (i < 0) return def;
-    const v = Number(argv[i + 1]);
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`${flag} needs a positive integer`);
-    return v;
-  };
+  const num = (flag: string, def: number) => positiveFlag(argv, flag, def, 'integer');
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--profile' || argv[i] === '--dpop-session') continue;
     if (!['--calls', '--warmup', '--connections'].includes(argv[i] as string)) {

@@ -42,6 +42,7 @@ import { Redis } from 'ioredis';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
+import { positiveFlag } from './lib/args.js';
 import { cpuDelta, machineShares, machineTicks, snapshot } from './lib/cpu.js';
 import { benchGatewayClient, benchSessionKeys } from './lib/gateway-config.js';
 import { describeMachine, type Machine } from './lib/machine.js';
@@ -91,13 +92,7 @@ const resultName = (s: Settings) => (s.experiments.length ? `experiment-${s.expe
 
 function parseArgs(argv: string[]): Settings {
   const quick = argv.includes('--quick');
-  const num = (flag: string, def: number) => {
-    const i = argv.indexOf(flag);
-    if (i < 0) return def;
-    const v = Number(argv[i + 1]);
-    if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
-    return v;
-  };
+  const num = (flag: string, def: number) => positiveFlag(argv, flag, def, 'number');
   const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment', '--workers', '--login', '--login-concurrency', '--skip-main']);
   const experiments: string[] = [];
   for (let i = 0; i < argv.length; i++) {
