@@ -48,6 +48,12 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
       ...common,
       sentinels: cfg.sentinel.nodes.map(hostPort),
       name: cfg.sentinel.name,
+      // A master that hangs or is cut off keeps its connections open: nothing would make this
+      // client (nor the bus's subscriber, its duplicate) leave it after Sentinel promoted
+      // another. ioredis subscribes to +switch-master on the sentinels and reconnects on it
+      // (one more connection per client, to a sentinel); the subscriber's reconnect then
+      // re-checks the sessions held (redis/pubsub.ts). A killed master needs none of this.
+      failoverDetector: true,
       ...(cfg.sentinel.password ? { sentinelPassword: cfg.sentinel.password } : {}),
     });
   } else {
@@ -113,6 +119,9 @@ export async function closeRedis(client: RedisClient): Promise<void> {
   } catch {
     client.disconnect();
   }
+  // quit() leaves failoverDetector's +switch-master subscriptions to the sentinels open (only
+  // disconnect() ends them), which would keep a stopping process alive.
+  if (!(client instanceof Cluster) && client.options.failoverDetector) client.disconnect();
 }
 
 /**
