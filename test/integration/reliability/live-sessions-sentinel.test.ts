@@ -17,7 +17,8 @@
  *       B closes a stream held on A. Before ioredis's failoverDetector was turned on they stayed
  *       on the hung master for good (nothing closes a connection to a stopped process): the
  *       subscriber heard nothing and B answered 503 for as long as the master hung.
- *   Nothing alive is closed by a failover itself.
+ *   Nothing alive is closed by a failover itself. Last, closing both gateways leaves none of
+ *   their connections on the sentinel (the failover detector's included).
  *
  * The ordering is made explicit rather than timed: the replica has acknowledged every write
  * (WAIT) before the kill, both subscribers are seen on the new master (PUBSUB NUMSUB) before the
@@ -28,6 +29,8 @@
  *     the failover: (c) times out waiting for signed-out.
  *   - src/redis/client.ts, createRedis: `failoverDetector: false` (the code before the fix) →
  *     no subscriber ever reaches the promoted replica: (d) fails waiting for both subscribers.
+ *   - src/redis/client.ts, closeRedis: `if (false) {` for the failoverDetector branch (quit()
+ *     only) → the detector's sentinel connections outlive the gateways: the last test fails.
  */
 import type { ServerResponse } from 'node:http';
 import { BrowserClient } from '../../support/browser-client.js';
@@ -52,6 +55,8 @@ let sentinel: RedisSentinelSet;
 let upstream: Upstream;
 let stack: Stack;
 let b: TestGateway;
+/** The last test closes both gateways itself. */
+let gatewaysClosed = false;
 const upstreamStreams = new Set<ServerResponse>();
 
 interface Browser {
@@ -134,8 +139,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await b?.close();
-  await stack?.close();
+  if (!gatewaysClosed) {
+    await b?.close();
+    await stack?.close();
+  }
   for (const res of upstreamStreams) res.destroy();
   await upstream?.close();
   await sentinel?.close();
@@ -210,4 +217,12 @@ describe('live sessions on Redis Sentinel', () => {
       await expectClosedWith(held, 'logout');
     }, 150_000);
   });
+
+  it('closing both gateways leaves no connection of theirs on the sentinel (quit() alone left the failover detector\'s open)', async () => {
+    gatewaysClosed = true;
+    await b.close();
+    await stack.close();
+    // The one client left is the admin connection asking.
+    await eventually('the sentinel to have no client but the one asking', 15_000, async () => /connected_clients:1\r?\n/.test(String(await adminCall(sentinel.sentinelPort, 'INFO', 'clients'))), { intervalMs: 100 });
+  }, 60_000);
 });
