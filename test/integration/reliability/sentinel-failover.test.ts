@@ -17,19 +17,15 @@
  *   - src/redis/client.ts: `retryStrategy: () => null` (never reconnect): Sentinel promotes the
  *     replica but the gateway answers 503 until the bound, and this test fails.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { Redis } from 'ioredis';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { findFreePort, startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startRedisSentinel, type RedisSentinelSet } from '../../support/redis-sentinel.js';
+import type { RedisServer } from '../../support/redis-server.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
-const MASTER_NAME = 'mymaster';
 /** Sentinel's own timings, short so that the failover fits a test. */
 const DOWN_AFTER_MS = 1_000;
 const FAILOVER_TIMEOUT_MS = 10_000;
@@ -39,83 +35,20 @@ const MAX_CALLS = 3_000;
 /** After the promotion, this many 200s in a row end the loop. */
 const STEADY_CALLS = 5;
 
+let sentinel: RedisSentinelSet;
 let master: RedisServer;
 let replica: RedisServer;
-let sentinel: ChildProcess | undefined;
-let sentinelPort: number;
-let dir: string;
 let upstream: Upstream;
 let stack: Stack;
 
-/** One command on a short-lived connection that fails instead of retrying; null on any error. */
-async function adminCall(port: number, ...args: string[]): Promise<unknown> {
-  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 3_000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return await client.call(args[0] as string, ...args.slice(1));
-  } catch {
-    return null;
-  } finally {
-    client.disconnect();
-  }
-}
-
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** The port Sentinel currently names as the master. */
-async function sentinelMasterPort(): Promise<number | undefined> {
-  const addr = (await adminCall(sentinelPort, 'SENTINEL', 'get-master-addr-by-name', MASTER_NAME)) as string[] | null;
-  return addr?.[1] === undefined ? undefined : Number(addr[1]);
-}
-
-/** Sentinel knows the replica and sees it healthy (it can only promote a replica it knows). */
-async function sentinelSeesReplica(): Promise<boolean> {
-  const replicas = (await adminCall(sentinelPort, 'SENTINEL', 'replicas', MASTER_NAME)) as string[][] | null;
-  return (replicas ?? []).some((fields) => {
-    const info = new Map<string, string>();
-    for (let i = 0; i + 1 < fields.length; i += 2) info.set(fields[i] as string, fields[i + 1] as string);
-    return info.get('port') === String(replica.port) && info.get('flags') === 'slave' && info.get('master-link-status') === 'ok';
-  });
-}
-
 beforeAll(async () => {
-  master = await startRedisServer();
-  replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
-  await waitFor('the replica in sync', 10_000, async () => /master_link_status:up/.test(String(await adminCall(replica.port, 'INFO', 'replication'))));
-
-  dir = mkdtempSync(path.join(tmpdir(), 'bff-sentinel-failover-'));
-  sentinelPort = await findFreePort();
-  const conf = path.join(dir, 'sentinel.conf');
-  // Sentinel rewrites its own config file, so it gets a private, writable one.
-  writeFileSync(
-    conf,
-    [
-      `port ${sentinelPort}`,
-      'bind 127.0.0.1',
-      `dir ${dir}`,
-      `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${master.port} 1`,
-      `sentinel down-after-milliseconds ${MASTER_NAME} ${DOWN_AFTER_MS}`,
-      `sentinel failover-timeout ${MASTER_NAME} ${FAILOVER_TIMEOUT_MS}`,
-      '',
-    ].join('\n'),
-  );
-  sentinel = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
-  await waitFor('sentinel naming the master', 10_000, async () => (await sentinelMasterPort()) === master.port);
-  // Sentinel learns replicas from the master's INFO (every 10 s outside a failover).
-  await waitFor('sentinel discovering the replica', 20_000, sentinelSeesReplica);
-
+  sentinel = await startRedisSentinel({ downAfterMs: DOWN_AFTER_MS, failoverTimeoutMs: FAILOVER_TIMEOUT_MS });
+  master = sentinel.master;
+  replica = sentinel.replica as RedisServer;
   upstream = await startUpstream();
   stack = await startStack({
     config: {
-      redis: { url: undefined, sentinel: { name: MASTER_NAME, nodes: [`127.0.0.1:${sentinelPort}`] } },
+      redis: { url: undefined, sentinel: { name: sentinel.name, nodes: sentinel.nodes } },
       routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
     },
   });
@@ -124,15 +57,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
   await upstream?.close();
-  const running = sentinel;
-  if (running && running.exitCode === null && running.signalCode === null) {
-    const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
-    running.kill('SIGKILL');
-    await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 5_000).unref())]);
-  }
-  await master?.close();
-  await replica?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await sentinel?.close();
 });
 
 interface Outcome {
@@ -168,7 +93,7 @@ it('keeps the session through a failover during traffic: only 503 session_store_
   expect(bearer).toMatch(/^Bearer /);
 
   // The sync point: the replica has acknowledged every write so far (the session included).
-  expect(Number(await adminCall(master.port, 'WAIT', '1', '5000'))).toBeGreaterThanOrEqual(1);
+  await sentinel.waitForReplica(master);
   expect((await replica.keys(`${stack.config.redis.keyPrefix}sess:*`)).length).toBeGreaterThan(0);
 
   // Traffic, then the kill while it runs.
@@ -185,10 +110,10 @@ it('keeps the session through a failover during traffic: only 503 session_store_
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
-  await waitFor('traffic flowing before the kill', 10_000, async () => outcomes.filter((o) => o.status === 200).length >= 3);
+  await eventually('traffic flowing before the kill', 10_000, () => outcomes.filter((o) => o.status === 200).length >= 3, { intervalMs: 100 });
   await master.stop();
   killedAt = performance.now();
-  await waitFor('sentinel promoting the replica', RESUME_BOUND_MS, async () => (await sentinelMasterPort()) === replica.port);
+  await sentinel.waitForMaster(replica, RESUME_BOUND_MS);
   promotedAt = performance.now();
   await traffic;
 
