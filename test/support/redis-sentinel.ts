@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { findFreePort, startRedisServer, type RedisServer } from './redis-server.js';
-import { eventually } from './wait.js';
+import { eventually, withTimeout } from './wait.js';
 
 export interface RedisSentinelSet {
   /** The master name the sentinel monitors (`redis.sentinel.name`). */
@@ -82,7 +82,7 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
       if (running && running.exitCode === null && running.signalCode === null) {
         const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
         running.kill('SIGKILL');
-        await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 5_000).unref())]);
+        await withTimeout(exited, 5_000, 'the sentinel to exit', { fallback: undefined });
       }
       await Promise.allSettled(started.map((s) => s.close()));
       if (dir) rmSync(dir, { recursive: true, force: true });
