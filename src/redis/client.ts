@@ -61,7 +61,38 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
   }
   // Without a listener ioredis prints every reconnect error to stderr, bypassing redaction.
   client.on('error', (err: Error) => options.onError?.(err));
+  if (client instanceof Redis) reviveAfterFailover(client);
   return client;
+}
+
+/** Clients this process closes on purpose (closeRedis, disconnectRedis): never revived. */
+const closing = new WeakSet<RedisClient>();
+
+/**
+ * ioredis's failoverDetector can end a Sentinel client for good: a +switch-master that lands
+ * while the client is asking the sentinels for the master (reconnecting after the old master
+ * died) fails that attempt with "Connection is closed." and sets the client's status to `end`,
+ * with no retry; the gateway then answers 503 and its subscriber hears nothing until restarted
+ * (about one run in four of live-sessions-sentinel.test.ts). A client that was up once and
+ * ends without our closing it is connected again; ioredis resubscribes a subscriber as after
+ * any reconnect. Only Sentinel clients with the detector: elsewhere `end` means closed.
+ */
+function reviveAfterFailover(client: Redis): void {
+  if (!client.options.failoverDetector) return;
+  let wasReady = false;
+  client.on('ready', () => (wasReady = true));
+  client.on('end', () => {
+    if (!wasReady || closing.has(client)) return;
+    setTimeout(() => {
+      if (client.status === 'end' && !closing.has(client)) client.connect().catch(() => undefined);
+    }, 100).unref();
+  });
+}
+
+/** Ends a client at once (the bus's subscriber); a Sentinel client is not revived after it. */
+export function disconnectRedis(client: RedisClient): void {
+  closing.add(client);
+  client.disconnect();
 }
 
 /**
@@ -114,6 +145,7 @@ export async function pingRedis(client: RedisClient): Promise<boolean> {
 }
 
 export async function closeRedis(client: RedisClient): Promise<void> {
+  closing.add(client);
   // quit() leaves failoverDetector's +switch-master subscriptions to the sentinels open (only
   // disconnect() ends them), which would keep a stopping process alive; and disconnect() after
   // quit() holds the process for its 2 s timeout. disconnect() alone still ends the socket
@@ -138,7 +170,10 @@ export async function closeRedis(client: RedisClient): Promise<void> {
  */
 export function createSubscriber(client: RedisClient): RedisClient {
   // Two calls: Redis and Cluster each have their own duplicate(), and the union has no common signature.
-  return client instanceof Cluster ? client.duplicate() : client.duplicate();
+  if (client instanceof Cluster) return client.duplicate();
+  const subscriber = client.duplicate();
+  reviveAfterFailover(subscriber);
+  return subscriber;
 }
 
 /**

@@ -8,7 +8,7 @@
  * `onReconnect` runs, so that the instance re-checks the sessions it holds: events published
  * while it was away are lost to it (pub/sub keeps nothing).
  */
-import { createSubscriber, type RedisClient } from './client.js';
+import { createSubscriber, disconnectRedis, type RedisClient } from './client.js';
 
 export interface BusTransport {
   /** Rejects when Redis is unreachable (the caller has already told its local listeners). */
@@ -76,7 +76,7 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
     },
     async close() {
       closed = true;
-      subscriber?.disconnect();
+      if (subscriber) disconnectRedis(subscriber);
     },
   };
 }
