@@ -27,7 +27,7 @@ import { createUpstream, type Upstream } from '../proxy/upstream.js';
 import { canonicalTarget } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
-import { clearSessionCookie, createCookieVerifier, createSessionReader } from './session-cookie.js';
+import { clearSessionCookie, createSessionReader } from './session-cookie.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {
@@ -81,13 +81,12 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     dpopProofs: createDpopProofs({ nonces: runtime.dpopNonces, clock: runtime.clock }),
   });
 
-  const verifyCookie = createCookieVerifier(sessionCookie, config.session.secrets);
   const stepUp = createStepUp({
     config,
     clock: runtime.clock,
-    // The session the call ran for: by the upstream's answer the gateway's cookie has been
-    // stripped from the forwarded headers (proxy/headers.ts), so the cookie is only a fallback.
-    sessionDigestOf: (req) => (req as Owned)[OWNER]?.digest ?? verifyCookie(req.headers.cookie)?.digest,
+    // The session the call ran for. Not the cookie: by the upstream's answer the gateway's cookie
+    // has been stripped from the forwarded headers (proxy/headers.ts).
+    sessionDigestOf: (req) => (req as Owned)[OWNER]?.digest,
     ...(hooks.stepUpRequired ? { listener: hooks.stepUpRequired } : {}),
   });
   // An upstream's step-up challenge concerns the user's sign-in: mapped on user routes only.
