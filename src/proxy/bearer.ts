@@ -71,6 +71,9 @@ export function missingScopes(route: CompiledRoute, granted: readonly string[]):
   return route.scopes.filter((s) => !granted.includes(s));
 }
 
+/** A DPoP route called by a session signed in before DPoP was switched on (no key to prove with). */
+const notBound = () => new GatewayError('login_required', { description: 'This API needs a sender-constrained (DPoP) session; sign in again.' });
+
 export function createCredentialResolver(deps: CredentialDeps) {
   const { config, vault, refresher, provider } = deps;
   const skew = config.tokens.refreshSkewSeconds;
@@ -127,6 +130,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
     let current: VersionedTokens = { version: tokens.v, tokens: vault.open(session.digest, tokens.sealed) };
     // Unopenable (tampered, or sealed with a key no longer configured): treat as signed out.
     if (!current.tokens) throw new GatewayError('login_required');
+    // Before any refresh or exchange: a session that cannot call this route gains nothing from one.
+    if (route.dpop && !current.tokens.dpopKey) throw notBound();
 
     const resource = route.resource;
     const exchanged = route.tokenExchange ? { ...route, tokenExchange: route.tokenExchange } : undefined;
@@ -172,11 +177,11 @@ export function createCredentialResolver(deps: CredentialDeps) {
   }
 
   async function dpopCredential(route: CompiledRoute, session: LoadedSession, token: string): Promise<Credential> {
+    // The key is carried on through refreshes, so the set read with the session holds it
+    // (userAccessToken has refused a session without one already).
     const sealed = session.tokens?.sealed;
     const key = sealed ? vault.open(session.digest, sealed)?.dpopKey : undefined;
-    if (!key) {
-      throw new GatewayError('login_required', { description: 'This API needs a sender-constrained (DPoP) session; sign in again.' });
-    }
+    if (!key) throw notBound();
     return { header: 'authorization', value: `DPoP ${token}`, dpop: await deps.dpopProofs.attach(key, token, originOf(route.target)) };
   }
   const clientRequest = (route: CompiledRoute) => ({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) });
