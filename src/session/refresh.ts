@@ -92,7 +92,13 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const pollIntervalMs = options.pollIntervalMs ?? 50;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
-    write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
+    // A kept set written later (by flush or the background retry) is a refresh stored like any
+    // other: other instances hear of it (their held sessions' idle deadlines move).
+    write: async (digest, seenVersion, next) => {
+      const result = await records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) });
+      if (result === 'written') options.onRefreshed?.(digest);
+      return result;
+    },
     ...(options.unsavedRetryMs !== undefined ? { retryMs: options.unsavedRetryMs } : {}),
   });
 

@@ -111,6 +111,39 @@ describe('single-flight refresh across processes', () => {
     expect(await a.records.peek(d)).toBeUndefined();
   });
 
+  it('tells of a set it could not write at first once it is written (onRefreshed), like any stored refresh', async () => {
+    // Mutation check: in src/session/refresh.ts, drop `if (result === 'written') options.onRefreshed?.(digest);`
+    // from the kept set's write: no instance hears of the refresh, and this fails.
+    const redis = new Redis(redisUrlForTests(), { lazyConnect: false, maxRetriesPerRequest: 1 });
+    clients.push(redis);
+    const records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
+    // The fault at the seam: the first compare-and-set fails as a Redis outage would.
+    let failNext = true;
+    const flaky: typeof records = {
+      ...records,
+      casTokens: (...args) => {
+        if (!failNext) return records.casTokens(...args);
+        failNext = false;
+        return Promise.reject(new Error('Connection is closed.'));
+      },
+    };
+    const refreshed: string[] = [];
+    const coordinator = createRefreshCoordinator({
+      redis, keys, records: flaky, vault, endSession: async () => undefined, pollIntervalMs: 10, unsavedRetryMs: 60_000,
+      onRefreshed: (d) => refreshed.push(d),
+    });
+    const d = await newSession(records, initial);
+    let calls = 0;
+    const refresh: RefreshFn = async () => ({ accessToken: `at-${++calls}`, refreshToken: `rt-${calls}` });
+    await expect(coordinator.refresh(d, { version: 1, tokens: initial }, refresh)).rejects.toThrow();
+    expect(refreshed).toEqual([]);
+    const later = await coordinator.refresh(d, { version: 1, tokens: initial }, refresh);
+    expect(later.tokens?.accessToken).toBe('at-1');
+    expect(calls).toBe(1);
+    expect(refreshed).toEqual([d]);
+    coordinator.close();
+  });
+
   it('keeps the session when the provider fails, so a later request can refresh', async () => {
     const a = process_();
     const d = await newSession(a.records, initial);
