@@ -10,6 +10,17 @@
  */
 import { createSubscriber, disconnectRedis, type RedisClient } from './client.js';
 
+/**
+ * The subscriber's connection, whatever its state: connect() only a client that is not already
+ * connecting (ioredis refuses a second connect(); a Sentinel client may be reconnecting by
+ * itself after a failover), else wait for it to be ready.
+ */
+function connected(sub: RedisClient): Promise<void> {
+  if (sub.status === 'ready') return Promise.resolve();
+  if (sub.status === 'wait' || sub.status === 'end') return sub.connect();
+  return new Promise((resolve) => sub.once('ready', () => resolve()));
+}
+
 export interface BusTransport {
   /** Rejects when Redis is unreachable (the caller has already told its local listeners). */
   publish(message: string): Promise<void>;
@@ -53,8 +64,7 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
       let failed = false;
       const start = () => {
         if (closed) return;
-        sub
-          .connect()
+        connected(sub)
           .then(() => sub.subscribe(channel))
           .then(() => {
             subscribed = true;
