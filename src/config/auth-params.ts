@@ -20,3 +20,21 @@ export const MAX_AGE_LIMIT_SECONDS = 366 * 24 * 3600;
 export function isAcrValue(value: string): boolean {
   return ACR_VALUE.test(value);
 }
+
+const MAX_AGE = /^(0|[1-9][0-9]{0,8})$/;
+
+/** A `max_age` as written in a query or challenge: whole seconds up to the limit, else undefined. */
+export function parseMaxAge(value: string): number | undefined {
+  const seconds = MAX_AGE.test(value) ? Number(value) : Number.NaN;
+  return seconds <= MAX_AGE_LIMIT_SECONDS ? seconds : undefined;
+}
+
+/**
+ * Space-separated acr values (single spaces, none empty), each of the acr syntax, at most
+ * MAX_ACR_VALUES, duplicates dropped; undefined when any of that fails.
+ */
+export function acrList(value: string): string[] | undefined {
+  const list = value.split(' ');
+  if (list.length > MAX_ACR_VALUES || !list.every(isAcrValue)) return undefined;
+  return [...new Set(list)];
+}

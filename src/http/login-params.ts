@@ -4,7 +4,7 @@
  * name, a repeated one, a value out of its syntax) is 400 invalid_request: nothing the browser
  * writes reaches the provider unless it is named and checked here. Pure: no Express.
  */
-import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from '../config/auth-params.js';
+import { acrList, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS, parseMaxAge } from '../config/auth-params.js';
 import { GatewayError } from '../errors.js';
 import { PROMPT_VALUES, type LoginParams, type PromptValue } from '../oidc/authorization-request.js';
 
@@ -21,7 +21,6 @@ const LOGIN_HINT = /^[^\u0000-\u0020\u007f-\u009f"'<>\\]{1,256}$/u;
 /** BCP 47 tag shape (RFC 5646 §2.1, loosely): letters, then `-`-separated alphanumeric subtags. */
 const LOCALE = /^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8}){0,7}$/;
 const MAX_LOCALES = 10;
-const MAX_AGE = /^(0|[1-9][0-9]{0,8})$/;
 
 const bad = (name: string, expected: string) =>
   new GatewayError('invalid_request', { description: `The ${name} parameter is malformed: ${expected}.` });
@@ -60,11 +59,13 @@ export function parseLoginQuery(query: Readonly<Record<string, unknown>>): Login
     params.uiLocales = tokens(strings.ui_locales, 'ui_locales', MAX_LOCALES, (t) => LOCALE.test(t), 'space-separated language tags');
   }
   if (strings.acr_values !== undefined) {
-    params.acrValues = tokens(strings.acr_values, 'acr_values', MAX_ACR_VALUES, isAcrValue, `at most ${MAX_ACR_VALUES} space-separated values of URI characters`);
+    const acrValues = acrList(strings.acr_values);
+    if (!acrValues) throw bad('acr_values', `at most ${MAX_ACR_VALUES} space-separated values of URI characters`);
+    params.acrValues = acrValues;
   }
   if (strings.max_age !== undefined) {
-    const seconds = MAX_AGE.test(strings.max_age) ? Number(strings.max_age) : Number.NaN;
-    if (!(seconds <= MAX_AGE_LIMIT_SECONDS)) throw bad('max_age', `a whole number of seconds from 0 to ${MAX_AGE_LIMIT_SECONDS}`);
+    const seconds = parseMaxAge(strings.max_age);
+    if (seconds === undefined) throw bad('max_age', `a whole number of seconds from 0 to ${MAX_AGE_LIMIT_SECONDS}`);
     params.maxAge = seconds;
   }
   if (strings.returnTo !== undefined && strings.returnTo.length > 2048) throw new GatewayError('invalid_return_to');

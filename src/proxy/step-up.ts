@@ -3,7 +3,7 @@
  * upstream's `insufficient_user_authentication` challenge asks for, and the 401
  * step_up_required the SPA acts on. Pure: the clock and the return path are passed in.
  */
-import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from '../config/auth-params.js';
+import { acrList, parseMaxAge } from '../config/auth-params.js';
 import type { RouteConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
 import type { AuthData } from '../session/data.js';
@@ -66,10 +66,12 @@ export function upstreamStepUp(header: string | readonly string[] | undefined, p
   const challenge = challenges.find((c) => c.scheme === preferredScheme) ?? challenges[0];
   if (!challenge) return undefined;
   const ask: StepUpAsk = {};
+  // A challenge may space its values loosely; what is kept is the login syntax exactly.
   const acr = challenge.params.acr_values?.split(' ').filter((v) => v.length > 0);
-  if (acr && acr.length > 0 && acr.length <= MAX_ACR_VALUES && acr.every(isAcrValue)) ask.acrValues = [...new Set(acr)];
-  const maxAge = challenge.params.max_age;
-  if (maxAge !== undefined && /^(0|[1-9][0-9]{0,8})$/.test(maxAge) && Number(maxAge) <= MAX_AGE_LIMIT_SECONDS) ask.maxAge = Number(maxAge);
+  const acrValues = acr && acr.length > 0 ? acrList(acr.join(' ')) : undefined;
+  if (acrValues) ask.acrValues = acrValues;
+  const maxAge = challenge.params.max_age === undefined ? undefined : parseMaxAge(challenge.params.max_age);
+  if (maxAge !== undefined) ask.maxAge = maxAge;
   return ask;
 }
 

@@ -12,6 +12,7 @@
  * What arrives from Redis is parsed like any other input from outside: a malformed or unknown
  * message is dropped and counted, never thrown.
  */
+import { acrList, MAX_AGE_LIMIT_SECONDS } from '../config/auth-params.js';
 import { randomBytes } from 'node:crypto';
 import type { BusTransport } from '../redis/pubsub.js';
 
@@ -29,7 +30,6 @@ export type SessionEvent =
   | { type: 'tokens-refreshed' };
 
 export type EventKind = SessionEvent['type'];
-export const EVENT_KINDS: readonly EventKind[] = ['signed-out', 'step-up-required', 'tokens-refreshed'];
 
 /** What a listener learns besides the event: when it was published (ms, the publisher's clock). */
 export interface Delivery {
@@ -67,7 +67,6 @@ export interface SessionEventsOptions {
 const DIGEST = /^[A-Za-z0-9_-]{32}$/;
 const RECENT_END_MS = 60_000;
 const RECENT_END_MAX = 10_000;
-const ACR_VALUES = /^[\x21-\x7e]+(?: [\x21-\x7e]+)*$/;
 
 /** A same-origin relative path (the gateway's own login URL), never `//host` or `/\host`. */
 function isLocalPath(value: unknown): value is string {
@@ -85,8 +84,9 @@ export function parseEvent(value: unknown): SessionEvent | undefined {
       return { type: 'tokens-refreshed' };
     case 'step-up-required': {
       if (!isLocalPath(e.loginUrl)) return undefined;
-      if (e.acr_values !== undefined && (typeof e.acr_values !== 'string' || e.acr_values.length > 512 || !ACR_VALUES.test(e.acr_values))) return undefined;
-      if (e.max_age !== undefined && (!Number.isSafeInteger(e.max_age) || (e.max_age as number) < 0)) return undefined;
+      // The rules the gateway wrote them by (config/auth-params.ts): nothing it would not produce.
+      if (e.acr_values !== undefined && (typeof e.acr_values !== 'string' || acrList(e.acr_values) === undefined)) return undefined;
+      if (e.max_age !== undefined && (!Number.isSafeInteger(e.max_age) || (e.max_age as number) < 0 || (e.max_age as number) > MAX_AGE_LIMIT_SECONDS)) return undefined;
       return {
         type: 'step-up-required',
         loginUrl: e.loginUrl,

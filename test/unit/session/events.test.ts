@@ -115,6 +115,15 @@ describe('session events', () => {
     });
   });
 
+  it('drops a step-up event whose acr_values or max_age the gateway would never have written', () => {
+    // Mutation check: in parseEvent, drop the acrList / MAX_AGE_LIMIT_SECONDS checks → these parse.
+    const base = { type: 'step-up-required', loginUrl: '/auth/login' };
+    expect(parseEvent({ ...base, acr_values: Array.from({ length: 9 }, (_, i) => `a${i}`).join(' ') })).toBeUndefined();
+    expect(parseEvent({ ...base, acr_values: 'a"b' })).toBeUndefined();
+    expect(parseEvent({ ...base, max_age: 1e15 })).toBeUndefined();
+    expect(parseEvent({ ...base, acr_values: 'a b', max_age: 60 })).toEqual({ ...base, acr_values: 'a b', max_age: 60 });
+  });
+
   it('runs the reconnect listeners when the transport comes back', () => {
     const redis = fakeRedis();
     const a = createSessionEvents({ transport: redis.transport() });
