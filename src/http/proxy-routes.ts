@@ -107,7 +107,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           stripRequestHeaders: config.server.stripRequestHeaders,
           publicUrl: new URL(config.server.publicUrl),
           isGatewayCookie,
-          ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header) } : {}),
+          ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header, route.dpop ? 'dpop' : 'bearer') } : {}),
           onLongLived(req: Owned, res) {
             const owner = req[OWNER];
             if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);

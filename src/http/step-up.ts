@@ -22,8 +22,11 @@ export type StepUpListener = (event: { sessionDigest: string | undefined; challe
 export interface StepUp {
   /** Throws 401 step_up_required when the route has a `stepUp` the session does not meet. */
   checkRoute(req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined): void;
-  /** The error for an upstream 401 with an insufficient_user_authentication challenge, else undefined. */
-  fromUpstream(req: IncomingMessage, wwwAuthenticate: string | readonly string[] | undefined): GatewayError | undefined;
+  /**
+   * The error for an upstream 401 with an insufficient_user_authentication challenge, else
+   * undefined; `scheme` is the one the route's token goes in (fixed per route: `dpop` or `bearer`).
+   */
+  fromUpstream(req: IncomingMessage, wwwAuthenticate: string | readonly string[] | undefined, scheme: 'dpop' | 'bearer'): GatewayError | undefined;
 }
 
 export interface StepUpDeps {
@@ -64,10 +67,8 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       const ask = unmetStepUp(route.stepUp, session.auth, Math.floor(clock() / 1000), tolerance);
       if (ask) throw required(req, ask, session.digest);
     },
-    fromUpstream(req, wwwAuthenticate) {
-      // The scheme the token went in (the proxy set Authorization): `dpop` on a DPoP route.
-      const sent = req.headers.authorization;
-      const ask = upstreamStepUp(wwwAuthenticate, sent?.startsWith('DPoP ') ? 'dpop' : 'bearer');
+    fromUpstream(req, wwwAuthenticate, scheme) {
+      const ask = upstreamStepUp(wwwAuthenticate, scheme);
       return ask ? required(req, ask, deps.sessionDigestOf(req)) : undefined;
     },
   };

@@ -65,14 +65,14 @@ describe('createStepUp', () => {
   it("maps an upstream challenge, naming the session of the request's cookie", () => {
     const events: { sessionDigest: string | undefined }[] = [];
     const stepUp = createStepUp({ config, clock: () => 0, sessionDigestOf: () => 'from-cookie', listener: (e) => events.push(e) });
-    expect(stepUp.fromUpstream(request(), 'Bearer error="invalid_token"')).toBeUndefined();
-    const error = stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication", max_age=0');
+    expect(stepUp.fromUpstream(request(), 'Bearer error="invalid_token"', 'bearer')).toBeUndefined();
+    const error = stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication", max_age=0', 'bearer');
     expect(error?.toBody()).toMatchObject({ error: 'step_up_required', max_age: 0, loginUrl: '/bff/login?max_age=0&returnTo=%2F' });
     expect(events.map((e) => e.sessionDigest)).toEqual(['from-cookie']);
   });
 
   it('answers step_up_required even when the listener throws', () => {
     const stepUp = createStepUp({ config, clock: () => 0, sessionDigestOf: () => undefined, listener: () => { throw new Error('bus down'); } });
-    expect(stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication"')?.code).toBe('step_up_required');
+    expect(stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication"', 'bearer')?.code).toBe('step_up_required');
   });
 });
