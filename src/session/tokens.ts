@@ -1,5 +1,5 @@
 /** The token set kept (sealed) in a session, and pure checks on it. The clock is passed in. */
-import type { DpopPrivateJwk } from '../crypto/dpop.js';
+import { isDpopPrivateJwk, type DpopPrivateJwk } from '../crypto/dpop.js';
 
 export interface ResourceToken {
   accessToken: string;
@@ -54,7 +54,11 @@ export function parseTokenSet(json: string): TokenSet | undefined {
     const value: unknown = JSON.parse(json);
     if (value === null || typeof value !== 'object') return undefined;
     const t = value as Partial<TokenSet>;
-    return typeof t.accessToken === 'string' ? (t as TokenSet) : undefined;
+    if (typeof t.accessToken !== 'string') return undefined;
+    // A key that is not a P-256 private JWK would throw deep in a proof (a 500): without it the
+    // session reads as unbound, and a DPoP route answers login_required.
+    if (t.dpopKey !== undefined && !isDpopPrivateJwk(t.dpopKey)) delete t.dpopKey;
+    return t as TokenSet;
   } catch {
     return undefined;
   }

@@ -1,3 +1,4 @@
+import { generateDpopKey } from '../../../src/crypto/dpop.js';
 import { expiresWithin, parseTokenSet } from '../../../src/session/tokens.js';
 
 describe('token expiry', () => {
@@ -13,5 +14,12 @@ describe('token expiry', () => {
     expect(parseTokenSet('{"accessToken":"a"}')).toEqual({ accessToken: 'a' });
     expect(parseTokenSet('{"refreshToken":"a"}')).toBeUndefined();
     expect(parseTokenSet('nope')).toBeUndefined();
+  });
+  it('keeps a DPoP key only when it is a P-256 private JWK (else the set reads as unbound)', () => {
+    // Mutation check: in parseTokenSet, drop the `isDpopPrivateJwk` line → the malformed key is kept.
+    const key = generateDpopKey();
+    expect(parseTokenSet(JSON.stringify({ accessToken: 'a', dpopKey: key }))?.dpopKey).toEqual(key);
+    expect(parseTokenSet(JSON.stringify({ accessToken: 'a', dpopKey: { ...key, crv: 'P-384' } }))).toEqual({ accessToken: 'a' });
+    expect(parseTokenSet(JSON.stringify({ accessToken: 'a', dpopKey: 'x' }))).toEqual({ accessToken: 'a' });
   });
 });
