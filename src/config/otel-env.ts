@@ -7,7 +7,7 @@
  */
 
 export type TracingEndpointFromEnv =
-  | { endpoint: string; from: string }
+  | { endpoint: string }
   | { problem: string }
   | undefined;
 
@@ -17,12 +17,12 @@ export function tracingEndpointFromEnv(env: Readonly<Record<string, string | und
   const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   if (traces) {
     // The value itself is never printed: an endpoint URL may carry a token in its query.
-    return isHttpUrl(traces) ? { endpoint: traces, from: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' } : { problem: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: must be an absolute http(s) URL' };
+    return isHttpUrl(traces) ? { endpoint: traces } : { problem: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: must be an absolute http(s) URL' };
   }
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
   if (!base) return undefined;
   if (!isHttpUrl(base)) return { problem: 'OTEL_EXPORTER_OTLP_ENDPOINT: must be an absolute http(s) URL' };
   const url = new URL(base);
   url.pathname = `${url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`}v1/traces`;
-  return { endpoint: url.href, from: 'OTEL_EXPORTER_OTLP_ENDPOINT' };
+  return { endpoint: url.href };
 }

@@ -1,7 +1,8 @@
 /**
  * DPoP at the token endpoint (RFC 9449 §5): the session's key as an openid-client DPoP handle,
  * primed with the provider's latest nonce, which every instance shares (redis/dpop-nonces.ts).
- * openid-client adds the proof to code exchange, refresh and exchange requests and retries
+ * openid-client adds the proof to code exchange and refresh requests (a token exchange carries
+ * none: its subject token is sent as a plain token, docs/dpop-and-token-exchange.md) and retries
  * once on `use_dpop_nonce` by itself; the nonce the provider sends back is recorded for the
  * other instances by the fetch hook that discovery installs (client.ts, `onDpopNonce`).
  */
