@@ -16,7 +16,7 @@ import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, connectRedis, createRedis, existsMany, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
@@ -130,7 +130,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     remainingMs: (d) => records.remainingMs(d),
-    exist: (digests) => existsMany(redis, digests.map((d) => keys.session(d))),
+    exist: (digests) => records.exist(digests),
     clock,
     onCheckFailed: (err) => logger.warn({ event: 'held_session_check_failed', err }, 'could not check a held session; trying again later'),
   });

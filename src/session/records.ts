@@ -15,7 +15,7 @@
  * only when the stored bytes change, so a steady stream of proxied calls verifies it once.
  */
 import type { Sealer } from '../crypto/seal.js';
-import { createWriteCoalescer, type RedisClient } from '../redis/client.js';
+import { createWriteCoalescer, existsMany, type RedisClient } from '../redis/client.js';
 import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Keys } from '../redis/keys.js';
 import type { AuthData, SealedTokens } from './data.js';
@@ -79,6 +79,8 @@ export interface SessionRecords {
   remove(digest: string): Promise<void>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
+  /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
+  exist(digests: readonly string[]): Promise<boolean[]>;
 }
 
 export interface SessionRecordsOptions {
@@ -185,6 +187,9 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     async remainingMs(digest) {
       const ttl = await timed('session_ttl', () => redis.pttl(keys.session(digest)));
       return ttl >= 0 ? ttl : undefined;
+    },
+    exist(digests) {
+      return timed('session_exists', () => existsMany(redis, digests.map((d) => keys.session(d))));
     },
   };
 }
