@@ -80,12 +80,6 @@ export function createCredentialResolver(deps: CredentialDeps) {
   /** Token requests of a DPoP session carry a proof of its key (RFC 9449 §5). */
   const dpopOf = (t: TokenSet): TokenDpop | undefined => (t.dpopKey ? { key: t.dpopKey, nonces: deps.dpopNonces } : undefined);
   const exchange = (subject: string, request: Parameters<typeof exchangeToken>[2]) => exchangeToken(provider.get(), subject, request, deps.clock);
-  const origins = new Map<string, string>();
-  const originOf = (target: string): string => {
-    let origin = origins.get(target);
-    if (origin === undefined) origins.set(target, (origin = new URL(target).origin));
-    return origin;
-  };
 
   /** RFC 8707: a token for one resource, from the refresh token, merged into the set. */
   function refreshForResource(resource: string, sub: string): RefreshFn {
@@ -182,7 +176,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
     const sealed = session.tokens?.sealed;
     const key = sealed ? vault.open(session.digest, sealed)?.dpopKey : undefined;
     if (!key) throw notBound();
-    return { header: 'authorization', value: `DPoP ${token}`, dpop: await deps.dpopProofs.attach(key, token, originOf(route.target)) };
+    return { header: 'authorization', value: `DPoP ${token}`, dpop: await deps.dpopProofs.attach(key, token, route.targetOrigin) };
   }
   const clientRequest = (route: CompiledRoute) => ({ scopes: route.scopes, ...(route.resource ? { resource: route.resource } : {}) });
 

@@ -13,6 +13,8 @@ import type { RouteConfig } from '../config/schema.js';
 import { decodePath } from './canonical-path.js';
 
 export interface CompiledRoute extends RouteConfig {
+  /** The target's origin (scheme, host, port), parsed once: e.g. whose DPoP nonce applies. */
+  targetOrigin: string;
   /** Path forwarded upstream for a canonical request path under this route (query excluded). */
   upstreamPath(requestPath: string): string;
 }
@@ -35,6 +37,7 @@ export function compileRoute(route: RouteConfig, globalDpop = false): CompiledRo
   return {
     ...route,
     dpop: route.dpop || (globalDpop && userRoute && route.tokenExchange === undefined),
+    targetOrigin: new URL(route.target).origin,
     upstreamPath(requestPath) {
       if (!route.stripPrefix) return requestPath;
       // By segments, not characters: `/api/a%21b` under route `/api/a!b` loses both segments.
