@@ -71,6 +71,20 @@ export function missingScopes(route: CompiledRoute, granted: readonly string[]):
   return route.scopes.filter((s) => !granted.includes(s));
 }
 
+/** The route, typed as one with a token exchange when it has one (no copy). */
+const withExchange = (route: CompiledRoute) =>
+  route.tokenExchange ? (route as CompiledRoute & { tokenExchange: NonNullable<CompiledRoute['tokenExchange']> }) : undefined;
+
+/** The token a route sends, from the session's set: its exchanged token, its resource's, or the sign-in token. */
+function routeToken(t: TokenSet, route: CompiledRoute): { accessToken: string; expiresAt?: number } | undefined {
+  const exchanged = withExchange(route);
+  if (exchanged) return exchangedToken(t, exchanged);
+  return route.resource ? t.resources?.[route.resource] : t;
+}
+
+/** The refusal cooldown is per session and token kind: the sign-in token, a resource's, a route's exchanged one. */
+const cooldownKey = (route: CompiledRoute): string | undefined => (route.tokenExchange ? `exchange ${route.path}` : route.resource);
+
 /** A DPoP route called by a session signed in before DPoP was switched on (no key to prove with). */
 const notBound = () => new GatewayError('login_required', { description: 'This API needs a sender-constrained (DPoP) session; sign in again.' });
 
@@ -109,6 +123,18 @@ export function createCredentialResolver(deps: CredentialDeps) {
       }));
   }
 
+  /**
+   * How a route's token is renewed: the sign-in or resource token by refresh; an exchanged one by
+   * exchange, after refreshing the session's own first when the subject token is about to expire
+   * (proxy/token-exchange.ts). Built only when a renewal is due, never on a steady-state call.
+   */
+  function renewal(t: TokenSet, route: CompiledRoute, sub: string): { fn: RefreshFn; needsRefreshToken: boolean } {
+    const exchanged = withExchange(route);
+    if (!exchanged) return { fn: refreshFor(route.resource, sub), needsRefreshToken: true };
+    if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true };
+    return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false };
+  }
+
   /** The session's token for the route; with `refused`, one newer than it, or undefined: pass. */
   function userAccessToken(session: LoadedSession, route: CompiledRoute): Promise<string>;
   function userAccessToken(session: LoadedSession, route: CompiledRoute, refused: Refusal): Promise<string | undefined>;
@@ -127,32 +153,19 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // Before any refresh or exchange: a session that cannot call this route gains nothing from one.
     if (route.dpop && !current.tokens.dpopKey) throw notBound();
 
-    const resource = route.resource;
-    const exchanged = route.tokenExchange ? { ...route, tokenExchange: route.tokenExchange } : undefined;
-    const pick = (t: TokenSet): { accessToken: string; expiresAt?: number } | undefined =>
-      exchanged ? exchangedToken(t, exchanged) : resource ? t.resources?.[resource] : t;
-    // The refusal cooldown is per session and token kind: the sign-in token, a resource's, a route's exchanged one.
-    const cooldownKey = exchanged ? `exchange ${exchanged.path}` : resource;
-    const renewal = (t: TokenSet): { fn: RefreshFn; needsRefreshToken: boolean } => {
-      if (!exchanged) return { fn: refreshFor(resource, auth.sub), needsRefreshToken: true };
-      // An exchange needs a fresh subject token: refresh the session's own first (proxy/token-exchange.ts).
-      if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, auth.sub), needsRefreshToken: true };
-      return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false };
-    };
-
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
-      const token = current.tokens ? pick(current.tokens) : undefined;
+      const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
       if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
       // is not refreshed again on the next call.
-      if (isRefused && !(await refused.cooldown.session(session.digest, cooldownKey, current.version))) return undefined;
-      const { fn, needsRefreshToken } = renewal(current.tokens as TokenSet);
+      if (isRefused && !(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
+      const { fn, needsRefreshToken } = renewal(current.tokens as TokenSet, route, auth.sub);
       current = await refresher.refresh(session.digest, current, fn, { handle: auth.handle, needsRefreshToken });
     }
-    const token = current.tokens ? pick(current.tokens) : undefined;
+    const token = current.tokens ? routeToken(current.tokens, route) : undefined;
     if (!token) throw new GatewayError('token_refresh_failed');
     return token.accessToken === refused?.token ? undefined : token.accessToken;
   }
