@@ -18,6 +18,13 @@
  *   --connections C    concurrent keep-alive connections (default 8)
  *   --dpop-session     the gateway also has the DPoP route (as in `npm run bench`), so its one
  *                      session is DPoP-bound; the Bearer route `/api` is still what is counted
+ *   --floors           also count the floors under the gateway (bench/servers/floor.ts): the
+ *                      http-proxy-middleware engine alone from node:http, as mounted (hpm) and
+ *                      called as the gateway calls it (httpxy), and these and the raw proxy
+ *                      with one GETEX of a session-record-sized value per call
+ *   --cpu              no valgrind: CPU time (user + system, /proc) per call of each server
+ *                      instead, kernel included, in --rounds rounds (default 5) whose order
+ *                      rotates; the median per target. One core's throughput is 1 / this
  *   --profile          no valgrind: a V8 CPU profile of each server over the measured calls
  *                      instead (which JavaScript the instructions go to), written to
  *                      bench/results/instructions-<target>.cpuprofile and summarised
@@ -32,6 +39,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
@@ -39,8 +47,10 @@ import { positiveFlag } from './lib/args.js';
 import { benchGatewayClient, benchSessionKeys } from './lib/gateway-config.js';
 import { killAllChildren, startChild, type BenchChild } from './lib/ipc.js';
 import { summarizeProfile } from './lib/profile.js';
-import { textTable } from './lib/stats.js';
+import { median, textTable } from './lib/stats.js';
+import { cpuMs } from './lib/cpu.js';
 import type { GatewayOptions } from './servers/gateway.js';
+import type { FloorOptions } from './servers/floor.js';
 
 const HOST = '127.0.0.1';
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -55,18 +65,21 @@ interface Settings {
   connections: number;
   profile: boolean;
   dpopSession: boolean;
+  floors: boolean;
+  cpu: boolean;
+  rounds: number;
 }
 
 function parseArgs(argv: string[]): Settings {
   const num = (flag: string, def: number) => positiveFlag(argv, flag, def, 'integer');
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--profile' || argv[i] === '--dpop-session') continue;
-    if (!['--calls', '--warmup', '--connections'].includes(argv[i] as string)) {
-      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--profile] [--dpop-session]`);
+    if (['--profile', '--dpop-session', '--floors', '--cpu'].includes(argv[i] as string)) continue;
+    if (!['--calls', '--warmup', '--connections', '--rounds'].includes(argv[i] as string)) {
+      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--rounds N] [--profile | --cpu] [--dpop-session] [--floors]`);
     }
     i++;
   }
-  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile'), dpopSession: argv.includes('--dpop-session') };
+  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile'), dpopSession: argv.includes('--dpop-session'), floors: argv.includes('--floors'), cpu: argv.includes('--cpu'), rounds: num('--rounds', 5) };
 }
 
 function log(line: string): void {
@@ -96,6 +109,22 @@ async function drive(url: string, headers: Record<string, string>, total: number
     await Promise.all(Array.from({ length: connections }, loop));
   } finally {
     agent.destroy();
+  }
+}
+
+/** Bytes of the largest value in the bench's Redis: the one session record the sign-in wrote. */
+async function sessionRecordBytes(url: string): Promise<number> {
+  const redis = new Redis(url, { lazyConnect: true });
+  await redis.connect();
+  try {
+    let max = 0;
+    for (const key of await redis.keys('*')) {
+      if ((await redis.type(key)) === 'string') max = Math.max(max, await redis.strlen(key));
+    }
+    if (max === 0) throw new Error('no session record in Redis after the sign-in');
+    return max;
+  } finally {
+    redis.disconnect();
   }
 }
 
@@ -136,6 +165,42 @@ async function profileCalls(child: BenchChild, url: string, headers: Record<stri
   ].join('\n');
 }
 
+/**
+ * The --cpu variant: each server's CPU time (user + system, kernel included) per call, measured
+ * around `calls` calls in each of `rounds` rounds whose order rotates, so machine drift hits all
+ * targets alike; the median per target, and the raw proxy's figure over each.
+ */
+async function cpuPerCall(targets: BenchChild<{ url: string }>[], headers: Record<string, string>, s: Settings): Promise<string> {
+  for (const t of targets) {
+    log(`${t.name}: ${s.warmup} warm-up calls`);
+    await drive(`${t.info.url}/api/echo`, headers, s.warmup, s.connections);
+  }
+  const perCall = new Map<string, number[]>(targets.map((t) => [t.name, []]));
+  for (let round = 0; round < s.rounds; round++) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length] as BenchChild<{ url: string }>);
+    for (const t of order) {
+      const before = cpuMs(t.pid);
+      await drive(`${t.info.url}/api/echo`, headers, s.calls, s.connections);
+      const after = cpuMs(t.pid);
+      if (before === undefined || after === undefined) throw new Error(`no CPU time for ${t.name} (pid ${t.pid})`);
+      perCall.get(t.name)?.push(((after - before) * 1000) / s.calls);
+    }
+    log(`round ${round + 1}/${s.rounds}: ${targets.map((t) => `${t.name} ${(perCall.get(t.name)?.at(-1) ?? 0).toFixed(1)}`).join(', ')} µs/call`);
+  }
+  const raw = median(perCall.get('raw-node') ?? []);
+  const rows = targets.map((t) => {
+    const values = perCall.get(t.name) ?? [];
+    const m = median(values);
+    return [t.name, m.toFixed(1), values.map((v) => v.toFixed(1)).join(', '), (raw / m).toFixed(3)];
+  });
+  return [
+    '',
+    `CPU per proxied call, user + system (${s.rounds} rounds of ${s.calls} calls after ${s.warmup} warm-up, ${s.connections} connections, ${new Date().toISOString()})`,
+    textTable(['target', 'µs/call (median)', 'rounds', 'raw / this'], rows),
+    '',
+  ].join('\n');
+}
+
 async function countInstructions(child: BenchChild, dir: string, url: string, headers: Record<string, string>, s: Settings): Promise<{ main: number; all: number }> {
   log(`${child.name}: ${s.warmup} warm-up calls (instrumentation off)`);
   await drive(url, headers, s.warmup, s.connections);
@@ -155,7 +220,7 @@ async function main(s: Settings): Promise<void> {
   const started: BenchChild[] = [];
   const keep = <T extends BenchChild>(c: T): T => (started.push(c), c);
   let redis: RedisServer | undefined;
-  const underCallgrind = (name: string) => s.profile ? { name } : ({
+  const underCallgrind = (name: string) => s.profile || s.cpu ? { name } : ({
     execPath: 'valgrind',
     execArgv: ['--tool=callgrind', '--smc-check=all-non-file', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${dir}/callgrind.%p`, process.execPath],
     readyTimeoutMs: 300_000,
@@ -208,29 +273,53 @@ async function main(s: Settings): Promise<void> {
     if (!cookie.includes(`${gateway.info.cookieName}=`)) throw new Error('the sign-in set no session cookie');
     const headers = { cookie, 'x-csrf': '1' };
 
+    // The floors read a value the size of the gateway's session record (the one it just wrote).
+    const floors: BenchChild<{ url: string }>[] = [];
+    if (s.floors) {
+      const valueBytes = await sessionRecordBytes(r.url);
+      const floor = (name: string, options: Omit<FloorOptions, 'host' | 'upstream'>) =>
+        startChild<{ url: string }>({ ...underCallgrind(name), module: moduleOf('servers/floor'), env, options: { host: HOST, upstream: upstream.info.url, ...options } satisfies FloorOptions }).then(keep);
+      floors.push(
+        ...(await Promise.all([
+          floor('hpm', { engine: 'hpm' }),
+          floor('httpxy', { engine: 'httpxy' }),
+          floor('httpxy+getex', { engine: 'httpxy', redisUrl: r.url, valueBytes }),
+          floor('hpm+getex', { engine: 'hpm', redisUrl: r.url, valueBytes }),
+          floor('raw+getex', { engine: 'raw', redisUrl: r.url, valueBytes }),
+        ])),
+      );
+      log(`floors started; their GETEX reads ${valueBytes} bytes (the gateway's session record)`);
+    }
+
+    if (s.cpu) {
+      process.stdout.write(await cpuPerCall([gateway, raw, ...floors], headers, s));
+      return;
+    }
     if (s.profile) {
-      process.stdout.write(`${await profileCalls(gateway, `${gateway.info.url}/api/echo`, headers, s)}\n\n`);
-      process.stdout.write(`${await profileCalls(raw, `${raw.info.url}/api/echo`, headers, s)}\n`);
+      for (const target of [gateway, raw, ...floors]) process.stdout.write(`${await profileCalls(target, `${target.info.url}/api/echo`, headers, s)}\n\n`);
       return;
     }
     const before = await r.commandStats();
     const gwIr = await countInstructions(gateway, dir, `${gateway.info.url}/api/echo`, headers, s);
     const after = await r.commandStats();
     const rawIr = await countInstructions(raw, dir, `${raw.info.url}/api/echo`, headers, s);
+    const floorIr: [string, { main: number; all: number }][] = [];
+    for (const f of floors) floorIr.push([f.name, await countInstructions(f, dir, `${f.info.url}/api/echo`, headers, s)]);
     const getex = (after.getex ?? 0) - (before.getex ?? 0);
     const commands = Object.entries(after)
       .filter(([n]) => n !== 'info' && !n.startsWith('config'))
       .reduce((sum, [n, c]) => sum + c - (before[n] ?? 0), 0);
-    const perCall = (ir: { main: number; all: number }) => `${Math.round(ir.main / s.calls)}  (all threads ${Math.round(ir.all / s.calls)})`;
+    const perCall = (ir: { main: number; all: number }) => `${String(Math.round(ir.main / s.calls)).padStart(7)}  (all threads ${Math.round(ir.all / s.calls)})`;
+    const ratio = (ir: { main: number }) => (rawIr.main / ir.main).toFixed(3);
     process.stdout.write(
       [
         '',
         `instructions per proxied call, main thread (callgrind Ir, ${s.calls} calls after ${s.warmup} warm-up, ${s.connections} connections, ${new Date().toISOString()})` +
           (s.dpopSession ? ', DPoP-bound session on the Bearer route' : ''),
-        `  gateway   ${perCall(gwIr)}`,
-        `  raw-node  ${perCall(rawIr)}`,
-        `  raw / gateway = ${(rawIr.main / gwIr.main).toFixed(3)} (main thread)`,
-        `  Redis commands per call (warm-up and measured): ${(commands / (s.calls + s.warmup)).toFixed(3)} (GETEX ${(getex / (s.calls + s.warmup)).toFixed(3)})`,
+        `  gateway      ${perCall(gwIr)}  raw / this ${ratio(gwIr)}`,
+        `  raw-node     ${perCall(rawIr)}`,
+        ...floorIr.map(([name, ir]) => `  ${name.padEnd(12)} ${perCall(ir)}  raw / this ${ratio(ir)}`),
+        `  Redis commands per gateway call (warm-up and measured): ${(commands / (s.calls + s.warmup)).toFixed(3)} (GETEX ${(getex / (s.calls + s.warmup)).toFixed(3)})`,
         '',
       ].join('\n'),
     );
