@@ -105,38 +105,34 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   }
 
   /**
-   * The upstream request's headers, written into req.headers before proxying: httpxy copies
-   * req.headers into the outgoing request once, so nothing is removed or set again on it.
+   * The upstream request's headers, built once per attempt as a fresh object and put in
+   * req.headers: httpxy copies req.headers into the outgoing request, so what is there is what
+   * is sent. The browser's own Authorization, DPoP and forwarding headers never go through
+   * (the gateway sets its own), nor the gateway's cookies.
    */
   function prepareHeaders(req: http.IncomingMessage, credential: Credential | undefined): void {
-    const headers = req.headers;
-    // Hop-by-hop and identity headers first: a browser's `Connection: close` must not reach an
-    // upstream connection that the gateway's agent keeps in its pool.
-    stripRequestHeaders(headers);
-    if (headers.authorization !== undefined) delete headers.authorization;
-    if (headers.cookie !== undefined) {
-      const cookie = stripCookies(headers.cookie, isGatewayCookie);
-      if (cookie === undefined) delete headers.cookie;
-      else headers.cookie = cookie;
-    }
+    const source = req.headers;
     const forwarded = forwardingHeaders({
-      headers,
+      headers: source,
       remoteAddress: req.socket.remoteAddress,
       trust: options.trust,
       publicProtocol,
       publicHost,
     });
+    // Hop-by-hop and identity headers go first: a browser's `Connection: close` must not reach an
+    // upstream connection that the gateway's agent keeps in its pool.
+    const headers = stripRequestHeaders(source, (name) => name === 'authorization' || name === 'dpop' || name === 'cookie' || name in forwarded);
+    if (source.cookie !== undefined) {
+      const cookie = stripCookies(source.cookie, isGatewayCookie);
+      if (cookie !== undefined) headers.cookie = cookie;
+    }
     for (const name in forwarded) {
       const value = forwarded[name];
-      if (value === undefined) delete headers[name];
-      else headers[name] = value;
+      if (value !== undefined) headers[name] = value;
     }
-    // The gateway owns DPoP for its upstreams: a browser's own proof never goes through.
-    if (headers.dpop !== undefined) delete headers.dpop;
-    if (credential) {
-      headers[credential.header] = credential.value;
-      if (credential.dpop) addProof(req, credential.dpop);
-    }
+    if (credential) headers[credential.header] = credential.value;
+    req.headers = headers;
+    if (credential?.dpop) addProof(req, credential.dpop);
   }
 
   /**

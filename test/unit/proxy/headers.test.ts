@@ -80,20 +80,25 @@ describe('hop-by-hop and identity headers', () => {
       accept: 'application/json',
       'x-csrf': '1',
     };
-    compileRequestHeaderStrip(['X-Internal-User'])(headers);
-    expect(headers).toEqual({ host: 'gw.example', connection: 'keep-alive', 'content-length': '3', 'transfer-encoding': 'chunked', accept: 'application/json', 'x-csrf': '1' });
+    expect(compileRequestHeaderStrip(['X-Internal-User'])(headers)).toEqual({ host: 'gw.example', connection: 'keep-alive', 'content-length': '3', 'transfer-encoding': 'chunked', accept: 'application/json', 'x-csrf': '1' });
+  });
+
+  it("builds a fresh object and leaves the request's own headers as they came", () => {
+    const source = { host: 'gw.example', connection: 'close', authorization: 'Bearer from-browser', 'x-original-url': '/admin', accept: '*/*' };
+    const before = { ...source };
+    const out = compileRequestHeaderStrip()(source, (name) => name === 'authorization');
+    expect(out).toEqual({ host: 'gw.example', connection: 'keep-alive', accept: '*/*' });
+    expect(out).not.toBe(source);
+    expect(source).toEqual(before);
   });
 
   it("replaces the browser's Connection with the gateway's own keep-alive, and leaves a plain request alone", () => {
     const plain = { host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' };
-    compileRequestHeaderStrip()(plain);
-    expect(plain).toEqual({ host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' });
+    expect(compileRequestHeaderStrip()(plain)).toEqual({ host: 'gw.example', connection: 'keep-alive', accept: '*/*', cookie: 'a=1' });
     const closing = { host: 'gw.example', connection: 'close' };
-    compileRequestHeaderStrip()(closing);
-    expect(closing).toEqual({ host: 'gw.example', connection: 'keep-alive' });
+    expect(compileRequestHeaderStrip()(closing)).toEqual({ host: 'gw.example', connection: 'keep-alive' });
     const named = { connection: 'Connection, x-a', 'x-a': '1' };
-    compileRequestHeaderStrip()(named);
-    expect(named).toEqual({ connection: 'keep-alive' });
+    expect(compileRequestHeaderStrip()(named)).toEqual({ connection: 'keep-alive' });
   });
 
   it("drops the upstream's hop-by-hop response headers and what its Connection names, in order and case", () => {
