@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Config } from '../config/load.js';
 import type { Metrics, MetricsSource } from '../observability/metrics.js';
+import type { CounterSeries, HistogramSeries } from '../observability/lean-series.js';
 
 export interface RequestMetrics {
   /** Express middleware: meters every request that reached Express and was not metered yet. */
@@ -10,8 +11,10 @@ export interface RequestMetrics {
   meter(req: IncomingMessage, res: ServerResponse, label?: string): void;
 }
 
-const METERED = Symbol('metered');
-type Metered = ServerResponse & { [METERED]?: true };
+/** Set on a metered response: its label and when it started (plain fields: no object per call). */
+const LABEL = Symbol('label');
+const START = Symbol('start');
+type Metered = ServerResponse & { [LABEL]?: string; [START]?: number };
 
 /** Counts and times every request under a bounded label: a configured route, an endpoint, or "other". */
 export function createRequestMetrics(metrics: Metrics, config: Config): RequestMetrics {
@@ -24,31 +27,36 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestM
     if (path.startsWith(`${auth}/sessions/`)) return `${auth}/sessions/:id`;
     return 'other';
   };
-  // Label children bound once (prom-client hashes label sets on every call otherwise).
-  const counters = new Map<string, ReturnType<Metrics['requests']['labels']>>();
-  const histograms = new Map<string, ReturnType<Metrics['latency']['labels']>>();
+  // Series bound once per label set, looked up without building a key string per call.
+  const counters = new Map<string, Map<string, Map<number, CounterSeries>>>();
+  const histograms = new Map<string, HistogramSeries>();
   const counter = (route: string, method: string, status: number) => {
-    const key = `${route} ${method} ${status}`;
-    let child = counters.get(key);
-    if (!child) counters.set(key, (child = metrics.requests.labels(route, method, String(status))));
-    return child;
+    let byMethod = counters.get(route);
+    if (!byMethod) counters.set(route, (byMethod = new Map()));
+    let byStatus = byMethod.get(method);
+    if (!byStatus) byMethod.set(method, (byStatus = new Map()));
+    let series = byStatus.get(status);
+    if (!series) byStatus.set(status, (series = metrics.requests.labels(route, method, String(status))));
+    return series;
   };
   const histogram = (route: string) => {
-    let child = histograms.get(route);
-    if (!child) histograms.set(route, (child = metrics.latency.labels(route)));
-    return child;
+    let series = histograms.get(route);
+    if (!series) histograms.set(route, (series = metrics.latency.labels(route)));
+    return series;
   };
+  // One listener function for every response (no closure per call): `this` is the response.
+  function finished(this: Metered) {
+    const route = this[LABEL] as string;
+    counter(route, this.req.method ?? 'GET', this.statusCode).inc();
+    histogram(route).observe((performance.now() - (this[START] as number)) / 1000);
+  }
   function meter(req: IncomingMessage, res: Metered, label?: string) {
-    if (res[METERED]) return;
-    res[METERED] = true;
+    if (res[LABEL] !== undefined) return;
     // The URL as received: inside a mounted Express router req.url is relative to the mount point.
-    const url = req.url ?? '/';
-    const start = process.hrtime.bigint();
-    res.once('finish', () => {
-      const route = label ?? labelFor(url);
-      counter(route, req.method ?? 'GET', res.statusCode).inc();
-      histogram(route).observe(Number(process.hrtime.bigint() - start) / 1e9);
-    });
+    res[LABEL] = label ?? labelFor(req.url ?? '/');
+    res[START] = performance.now();
+    // 'finish' comes once: a plain listener, without once()'s wrapper.
+    res.on('finish', finished);
   }
   return {
     meter,

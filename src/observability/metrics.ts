@@ -3,6 +3,7 @@
  * names (route paths from the config, endpoint names, outcomes): never a URL, user or token.
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LeanCounter, LeanHistogram } from './lean-series.js';
 
 /** The Prometheus text of a scrape: this process's registry, or the sum over cluster workers. */
 export type MetricsSource = () => Promise<{ contentType: string; body: string }>;
@@ -11,12 +12,13 @@ export interface Metrics {
   registry: Registry;
   /** This process's own metrics. */
   source: MetricsSource;
-  requests: Counter<'route' | 'method' | 'status'>;
-  latency: Histogram<'route'>;
+  /** Recorded on every call: lean series (lean-series.ts), exposed through the same registry. */
+  requests: LeanCounter<'route' | 'method' | 'status'>;
+  latency: LeanHistogram<'route'>;
   refreshes: Counter<'outcome'>;
   clientCredentials: Counter<'outcome'>;
   redisErrors: Counter<'kind'>;
-  redisLatency: Histogram<'operation'>;
+  redisLatency: LeanHistogram<'operation'>;
   loginTransactions: Counter<'outcome'>;
   /** Where the active-login-transactions gauge reads its value at scrape time. */
   countActiveLoginTransactions(source: () => Promise<number>): void;
@@ -82,13 +84,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       );
     },
   });
-  const redisLatency = new Histogram({
-    name: 'bff_redis_command_duration_seconds',
-    help: 'Time of Redis operations, by operation (session_read is the one behind every proxied call), failures included.',
-    labelNames: ['operation'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  const redisLatency = new LeanHistogram(
+    'bff_redis_command_duration_seconds',
+    'Time of Redis operations, by operation (session_read is the one behind every proxied call), failures included.',
+    ['operation'],
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers,
-  });
+  );
   const redisErrors = new Counter({
     name: 'bff_redis_errors_total',
     help: 'Redis failures: connection errors and failed commands.',
@@ -115,19 +117,19 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     redisLatency,
     redisErrors,
     registry,
-    requests: new Counter({
-      name: 'bff_http_requests_total',
-      help: 'Requests answered, by configured route (or gateway endpoint), method and status.',
-      labelNames: ['route', 'method', 'status'],
+    requests: new LeanCounter(
+      'bff_http_requests_total',
+      'Requests answered, by configured route (or gateway endpoint), method and status.',
+      ['route', 'method', 'status'],
       registers,
-    }),
-    latency: new Histogram({
-      name: 'bff_http_request_duration_seconds',
-      help: 'Time from the request to the end of its response (for a stream: its whole length), by configured route (or gateway endpoint).',
-      labelNames: ['route'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    ),
+    latency: new LeanHistogram(
+      'bff_http_request_duration_seconds',
+      'Time from the request to the end of its response (for a stream: its whole length), by configured route (or gateway endpoint).',
+      ['route'],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
-    }),
+    ),
     refreshes: new Counter({
       name: 'bff_token_refresh_total',
       help: 'User token refreshes: success, shared (another request or process refreshed), invalid_grant, failure.',
