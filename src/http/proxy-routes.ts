@@ -23,7 +23,7 @@ import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { trackStream } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
-import { createUpstream, type Upstream } from '../proxy/upstream.js';
+import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
 import { canonicalTarget } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
@@ -92,6 +92,17 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   // An upstream's step-up challenge concerns the user's sign-in: mapped on user routes only.
   const mapsStepUp = (route: CompiledRoute) => route.auth === 'user' || route.auth === 'user-optional';
 
+  const retryFor =
+    (route: CompiledRoute): Retry =>
+    async (req, res, refused) => {
+      try {
+        return await resolveCredential.renew(route, (req as Owned)[OWNER], refused);
+      } catch (err) {
+        forgetCookieIfSignedOut(req, res, err);
+        throw err;
+      }
+    };
+
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
   for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
@@ -108,6 +119,10 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           publicUrl: new URL(config.server.publicUrl),
           isGatewayCookie,
           ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header, route.dpop ? 'dpop' : 'bearer') } : {}),
+          // Only a request that carried a token can be rejected for it. The renewal is bounded (only
+          // a still-current token, once per cooldown, shared in Redis); otherwise 'pass': the
+          // upstream's 401 goes to the browser unchanged. An API key is not renewed.
+          ...(route.auth !== 'apiKey' ? { retry: retryFor(route) } : {}),
           onLongLived(req: Owned, res) {
             const owner = req[OWNER];
             if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);
@@ -147,37 +162,33 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     for (const upstream of upstreams.values()) upstream.close();
   });
 
+  /** A session whose grant is gone (or that no longer opens) should not keep its cookie. */
+  function forgetCookieIfSignedOut(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+    if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
+      if (!res.headersSent) clearSessionCookie(res, config);
+    }
+  }
+
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {
     const session = needsSession(route) ? await readSession(req) : undefined;
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
     // A route without stepUp costs this one property read.
     if (route.stepUp) stepUp.checkRoute(req, route, session);
-    // The session object itself (no allocation per call): read only if the answer is a stream.
+    // The session object itself (no allocation per call): read only if the answer is a stream,
+    // or by a retry.
     if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
-    const guarded = async <T,>(resolve: () => Promise<T>): Promise<T> => {
-      try {
-        return await resolve();
-      } catch (err) {
-        // A session whose grant is gone (or that no longer opens) should not keep its cookie.
-        if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
-          if (!res.headersSent) clearSessionCookie(res, config);
-        }
-        throw err;
-      }
-    };
-    const credential = await guarded(() => resolveCredential(route, session));
-    // Only a request that carried a token can be rejected for it. The renewal is bounded (only a
-    // still-current token, once per cooldown, shared in Redis); otherwise 'pass': the upstream's
-    // 401 goes to the browser unchanged.
-    const retry =
-      credential && route.auth !== 'apiKey' ? () => guarded(() => resolveCredential.renew(route, session, credential)) : undefined;
-    return { credential, retry };
+    try {
+      return await resolveCredential(route, session);
+    } catch (err) {
+      forgetCookieIfSignedOut(req, res, err);
+      throw err;
+    }
   }
 
   async function serve(req: IncomingMessage, res: ServerResponse, route: CompiledRoute): Promise<void> {
     if (req.headers[csrfHeader] !== '1') throw new GatewayError('csrf_check_failed');
-    const { credential, retry } = await attachCredential(req, res, route);
-    await (upstreams.get(route.path) as Upstream).forward(req, res, credential, retry);
+    const credential = await attachCredential(req, res, route);
+    await (upstreams.get(route.path) as Upstream).forward(req, res, credential);
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): boolean {

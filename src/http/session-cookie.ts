@@ -7,7 +7,7 @@ import { parse as parseCookieHeader, serialize as serializeCookie } from 'cookie
 import { unsign } from 'cookie-signature';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { digest } from '../redis/keys.js';
-import { withStore } from '../redis/errors.js';
+import { storeUnavailable } from '../redis/errors.js';
 import type { SessionRecords } from '../session/records.js';
 import type { AuthData } from '../session/data.js';
 import type { LoadedSession } from '../proxy/bearer.js';
@@ -194,7 +194,13 @@ export function createSessionReader(config: Config, records: SessionRecords) {
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
     const cookie = verify(req.headers.cookie);
     if (!cookie) return undefined;
-    const view = await withStore(() => records.view(cookie.digest));
+    let view;
+    try {
+      view = await records.view(cookie.digest);
+    } catch (err) {
+      // withStore (redis/errors.ts) without its closure per call: a Redis failure is a 503.
+      throw storeUnavailable(err);
+    }
     return { digest: cookie.digest, auth: view?.auth, tokens: view?.tokens };
   };
 }

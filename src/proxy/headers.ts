@@ -120,14 +120,22 @@ function cookieName(pair: string): string {
   return (eq === -1 ? pair : pair.slice(0, eq)).trim();
 }
 
-/** Removes the cookies for which `isOurs(name)` holds; undefined when none remain. */
+/**
+ * Removes the cookies for which `isOurs(name)` holds; undefined when none remain. One pass over
+ * the header (it is on every proxied call): no arrays, and nothing built for the cookies dropped.
+ */
 export function stripCookies(header: string | undefined, isOurs: (name: string) => boolean): string | undefined {
   if (!header) return undefined;
-  const kept = header
-    .split(';')
-    .map((c) => c.trim())
-    .filter((c) => c.length > 0 && !isOurs(cookieName(c)));
-  return kept.length > 0 ? kept.join('; ') : undefined;
+  let kept: string | undefined;
+  let start = 0;
+  while (start <= header.length) {
+    let end = header.indexOf(';', start);
+    if (end === -1) end = header.length;
+    const pair = header.slice(start, end).trim();
+    if (pair.length > 0 && !isOurs(cookieName(pair))) kept = kept === undefined ? pair : `${kept}; ${pair}`;
+    start = end + 1;
+  }
+  return kept;
 }
 
 export interface ForwardingInput {

@@ -12,12 +12,15 @@ import type { HeldSessions } from '../session/held.js';
 
 const LONG_DOWNLOAD_BYTES = 1024 * 1024;
 
+const mayBeEventStream = (c: number) => c === 116 || c === 84 || c === 32 || c === 9;
+
 /** Whether a proxied response (its head) may stay open for long. */
 export function isLongLived(proxyRes: Pick<IncomingMessage, 'headers' | 'statusCode'>, method: string | undefined): boolean {
   const status = proxyRes.statusCode ?? 200;
   if (method === 'HEAD' || status === 204 || status === 304 || status < 200) return false;
   const type = proxyRes.headers['content-type'];
-  if (type !== undefined && /^\s*text\/event-stream\b/i.test(type)) return true;
+  // The pattern is tried only on a type that may start with it ("t", "T" or white space).
+  if (type !== undefined && mayBeEventStream(type.charCodeAt(0)) && /^\s*text\/event-stream\b/i.test(type)) return true;
   const length = proxyRes.headers['content-length'];
   if (length === undefined) return true;
   return Number(length) >= LONG_DOWNLOAD_BYTES;

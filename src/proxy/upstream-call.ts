@@ -9,7 +9,7 @@ import type http from 'node:http';
 import type { Socket } from 'node:net';
 import type { DpopAttachment } from './dpop-proofs.js';
 import { responseHeaders } from './headers.js';
-import type { Retry } from './upstream.js';
+import type { Credential } from './upstream.js';
 import { parseWwwAuthenticate } from './www-authenticate.js';
 
 /** GET, HEAD, OPTIONS, or DELETE without a body: safe to send twice. */
@@ -29,7 +29,8 @@ export const RESENT = Symbol('resent');
 export const DPOP = Symbol('dpop');
 export const NONCE_RETRIED = Symbol('nonce-retried');
 export type Retriable = http.IncomingMessage & {
-  [RETRY]?: { retry: Retry; header: string | undefined } | undefined;
+  /** The credential a retriable attempt carries, until a 401 refuses it or the answer passes. */
+  [RETRY]?: Credential | undefined;
   [POOLED]?: boolean;
   [RESENT]?: true;
   [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };

@@ -46,6 +46,8 @@ export interface UpstreamOptions {
   stepUp?: (req: http.IncomingMessage, wwwAuthenticate: string | undefined) => Error | undefined;
   /** Tracing's hooks (http/request-tracing.ts); absent when tracing is off: no per-call work. */
   trace?: UpstreamTrace;
+  /** How a refused credential is renewed for one retry; absent: the route's 401s pass as they are. */
+  retry?: Retry;
 }
 
 /** The upstream call's span (request-tracing.ts): started once the headers are prepared (it writes its traceparent). */
@@ -66,13 +68,14 @@ export interface Credential {
 }
 
 /**
- * Gets a fresh credential after the upstream rejected the first (refresh once, retry once), or
- * 'pass': no retry, the upstream's answer goes to the browser as it is.
+ * Gets a fresh credential after the upstream rejected `refused` (refresh once, retry once), or
+ * 'pass': no retry, the upstream's answer goes to the browser as it is. One per route: what the
+ * call needs rides on the request, so nothing is built per call for a retry that rarely comes.
  */
-export type Retry = () => Promise<Credential | undefined | 'pass'>;
+export type Retry = (req: http.IncomingMessage, res: http.ServerResponse, refused: Credential) => Promise<Credential | undefined | 'pass'>;
 
 export interface Upstream {
-  forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined, retry?: Retry): Promise<void>;
+  forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined): Promise<void>;
   /**
    * Opens the upstream WebSocket: resolves once the browser has the upstream's 101; rejects
    * with a GatewayError (nothing written to the socket yet) when there is no 101 to pass on.
@@ -82,7 +85,7 @@ export interface Upstream {
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
-  const { route, isGatewayCookie, trace } = options;
+  const { route, isGatewayCookie, trace, retry } = options;
   const target = new URL(route.target);
   const agent =
     target.protocol === 'https:'
@@ -198,8 +201,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     if (proxyReq) deadlines.done(proxyReq);
   };
 
-  // Everything streams through this one. A body-less request that may be retried carries its
-  // retry (RETRY): its response head is inspected before it is passed on, so a 401 invalid_token
+  // Everything streams through this one. A body-less request that may be retried carries the
+  // credential it was sent with (RETRY): its response head is inspected before it is passed on, so a 401 invalid_token
   // can be answered by one renewal and one retry (SPEC §4). The retry rides on the request
   // itself, not in a WeakMap keyed by request: a collection keyed per request gets its tables
   // rehashed into the old generation (see deadlines.ts).
@@ -235,23 +238,22 @@ export function createUpstream(options: UpstreamOptions): Upstream {
             return;
           }
         }
-        const pending = (req as Retriable)[RETRY];
-        if (pending === undefined || !rejectsToken(proxyRes)) {
+        const refused = (req as Retriable)[RETRY];
+        if (refused === undefined || retry === undefined || !rejectsToken(proxyRes)) {
           trace?.answered(req, proxyRes.statusCode ?? 502);
           pass(proxyRes, req, res);
           return;
         }
         (req as Retriable)[RETRY] = undefined;
         // The answer is held (not read) until the retry is decided: it may be passed through.
-        pending
-          .retry()
+        retry(req, res, refused)
           .then((credential) => {
             if (credential === 'pass') {
               trace?.answered(req, proxyRes.statusCode ?? 502);
               return pass(proxyRes, req, res);
             }
             proxyRes.resume();
-            if (pending.header !== undefined) delete req.headers[pending.header];
+            delete req.headers[refused.header];
             if (req.headers.dpop !== undefined) delete req.headers.dpop;
             if (credential) req.headers[credential.header] = credential.value;
             if (credential?.dpop) addProof(req, credential.dpop);
@@ -267,10 +269,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   });
 
   return {
-    forward(req, res, credential, retry) {
+    forward(req, res, credential) {
       prepareHeaders(req, credential);
       trace?.start(req);
-      if (retry && isBodyless(req)) (req as Retriable)[RETRY] = { retry, header: credential?.header };
+      if (retry !== undefined && credential !== undefined && isBodyless(req)) (req as Retriable)[RETRY] = credential;
       // HPM's per-call middleware (path filter, router, IPv6 target check, an options copy and
       // three awaits) decides nothing here: the route was matched and its target parsed already.
       // The proxy server HPM built (its plugins and the handlers above) serves the call, as

@@ -129,7 +129,9 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   // compared byte for byte; only a new value is decoded and parsed.
   const views = new Map<string, { raw: Buffer; view: SessionView; createdAt: number | undefined }>();
   const viewCacheSize = options.viewCacheSize ?? 10_000;
-  async function readView(digest: string, raw: Buffer | null): Promise<SessionView | undefined> {
+  // Synchronous when the stored bytes are the ones last seen (every steady-state call): no
+  // promise and no extra turn of the microtask queue for the common case.
+  function readView(digest: string, raw: Buffer | null): SessionView | undefined | Promise<SessionView | undefined> {
     if (raw === null) {
       views.delete(digest);
       return undefined;
@@ -139,6 +141,9 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
       if (known.createdAt === undefined || known.createdAt + absoluteTimeoutSeconds * 1000 > clock()) return known.view;
     }
     views.delete(digest);
+    return decodeView(digest, raw);
+  }
+  async function decodeView(digest: string, raw: Buffer): Promise<SessionView | undefined> {
     const session = await finish(digest, raw.toString('utf8'));
     if (!session) return undefined;
     const view = freezeView(session);

@@ -9,6 +9,8 @@ describe('proxied request headers', () => {
     expect(stripCookies('bff=s%3Asecret', ours)).toBeUndefined();
     expect(stripCookies(undefined, ours)).toBeUndefined();
     expect(stripCookies('bffx=1', ours)).toBe('bffx=1');
+    expect(stripCookies(';; a=1 ;bff=x; ;b ', ours)).toBe('a=1; b');
+    expect(stripCookies('bff=x; bff-login.t=y', ours)).toBeUndefined();
   });
 
   it('drops browser-sent forwarding headers and sets its own when the proxy is not trusted', () => {
