@@ -244,7 +244,7 @@ async function main(s: Settings): Promise<void> {
         },
       }),
     );
-    log('starting the gateway and the raw proxy under callgrind (slow)');
+    log(s.profile || s.cpu ? 'starting the gateway and the raw proxy' : 'starting the gateway and the raw proxy under callgrind (slow)');
     const env = { NODE_ENV: 'production' };
     const [gateway, raw] = await Promise.all([
       startChild<{ url: string; cookieName: string }>({

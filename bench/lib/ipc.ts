@@ -16,7 +16,7 @@ import { appendFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { GCProfiler, type GCProfilerResult } from 'node:v8';
 
-type Handler = (args: any) => unknown;
+export type Handler = (args: any) => unknown;
 
 interface CallMessage {
   type: 'call';

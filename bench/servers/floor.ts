@@ -21,7 +21,8 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import { createWriteCoalescer } from '../../src/redis/client.js';
-import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
+import { childOptions, guardChild } from '../lib/ipc.js';
+import { listenChild, rawProxy } from '../lib/http-child.js';
 
 export interface FloorOptions {
   host: string;
@@ -37,18 +38,7 @@ guardChild(async () => {
   const target = new URL(upstream);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' });
 
-  const raw = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const headers = { ...req.headers, host: target.host };
-    const proxyReq = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (proxyRes) => {
-      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.rawHeaders);
-      proxyRes.pipe(res);
-    });
-    proxyReq.on('error', () => {
-      if (!res.headersSent) res.writeHead(502);
-      res.end();
-    });
-    req.pipe(proxyReq);
-  };
+  const raw = rawProxy(target, agent);
   type ProxyServer = { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> };
   let proxyServer: ProxyServer | undefined;
   const hpm = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
@@ -101,12 +91,7 @@ guardChild(async () => {
         }
       : forward,
   );
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as { port: number };
-  serveChild({ url: `http://${host}:${port}` }, {}, () => {
-    server.closeAllConnections();
-    server.close();
+  await listenChild(server, host, {}, () => {
     agent.destroy();
     redis?.disconnect();
   });

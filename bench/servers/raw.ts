@@ -5,31 +5,12 @@
  * gateway does (session, credential, header rules, http-proxy-middleware).
  */
 import http from 'node:http';
-import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
+import { childOptions, guardChild } from '../lib/ipc.js';
+import { listenChild, rawProxy } from '../lib/http-child.js';
 
 guardChild(async () => {
   const { host, upstream } = childOptions<{ host: string; upstream: string }>();
-  const target = new URL(upstream);
   // The same pool shape as the gateway's upstream agent.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' });
-  const server = http.createServer((req, res) => {
-    const headers = { ...req.headers, host: target.host };
-    const proxyReq = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (proxyRes) => {
-      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.rawHeaders);
-      proxyRes.pipe(res);
-    });
-    proxyReq.on('error', () => {
-      if (!res.headersSent) res.writeHead(502);
-      res.end();
-    });
-    req.pipe(proxyReq);
-  });
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as { port: number };
-  serveChild({ url: `http://${host}:${port}` }, {}, () => {
-    server.closeAllConnections();
-    server.close();
-    agent.destroy();
-  });
+  await listenChild(http.createServer(rawProxy(new URL(upstream), agent)), host, {}, () => agent.destroy());
 });

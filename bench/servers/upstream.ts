@@ -7,8 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { childOptions, guardChild, serveChild } from '../lib/ipc.js';
+import { childOptions, guardChild } from '../lib/ipc.js';
+import { listenChild } from '../lib/http-child.js';
 
 const BODY = Buffer.from(JSON.stringify({ ok: true, service: 'bench-upstream', items: [1, 2, 3] }));
 
@@ -29,11 +29,5 @@ guardChild(async () => {
     res.writeHead(200, headers);
     res.end(BODY);
   });
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as AddressInfo;
-  serveChild({ url: `http://${host}:${port}` }, { requests: () => requests }, () => {
-    server.closeAllConnections();
-    server.close();
-  });
+  await listenChild(server, host, { requests: () => requests });
 });
