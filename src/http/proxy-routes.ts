@@ -98,7 +98,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
       try {
         return await resolveCredential.renew(route, (req as Owned)[OWNER], refused);
       } catch (err) {
-        forgetCookieIfSignedOut(req, res, err);
+        // A retry runs for a session that was read: its cookie came.
+        forgetCookieIfSignedOut(res, err, (req as Owned)[OWNER] !== undefined);
         throw err;
       }
     };
@@ -162,11 +163,13 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     for (const upstream of upstreams.values()) upstream.close();
   });
 
-  /** A session whose grant is gone (or that no longer opens) should not keep its cookie. */
-  function forgetCookieIfSignedOut(req: IncomingMessage, res: ServerResponse, err: unknown): void {
-    if (err instanceof GatewayError && err.code === 'login_required' && req.headers.cookie?.includes(sessionCookie)) {
-      if (!res.headersSent) clearSessionCookie(res, config);
-    }
+  /**
+   * A session whose grant is gone (or that no longer opens) should not keep its cookie.
+   * `sentCookie`: the browser sent one (read before forwarding: the forwarded headers no longer
+   * carry the gateway's cookies).
+   */
+  function forgetCookieIfSignedOut(res: ServerResponse, err: unknown, sentCookie: boolean): void {
+    if (sentCookie && err instanceof GatewayError && err.code === 'login_required' && !res.headersSent) clearSessionCookie(res, config);
   }
 
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {
@@ -180,7 +183,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     try {
       return await resolveCredential(route, session);
     } catch (err) {
-      forgetCookieIfSignedOut(req, res, err);
+      forgetCookieIfSignedOut(res, err, req.headers.cookie?.includes(sessionCookie) === true);
       throw err;
     }
   }

@@ -3,6 +3,11 @@
  * scopes, RFC 8707 resource tokens, API keys, the refresh-and-retry on invalid_token, and
  * WebSocket upgrades. Real provider (client_credentials and resource indicators on), real
  * Redis, real upstream servers.
+ *
+ * Mutation check (by hand, once): src/http/proxy-routes.ts retryFor: pass `false` as
+ * forgetCookieIfSignedOut's `sentCookie` → "ends the session, cookie included, when the renewal
+ * finds the grant revoked" fails (the gateway read before forwarding whether a cookie came; the
+ * forwarded headers no longer carry it, which is how 0.5.0 missed it).
  */
 import { decodeJwt } from 'jose';
 import WebSocket from 'ws';
@@ -198,6 +203,17 @@ describe('an upstream 401 invalid_token', () => {
     expect((provider.counters.grants.refresh_token ?? 0) - grants).toBe(1);
     expect(orders.requests).toHaveLength(2);
     expect(orders.requests[0]?.headers.authorization).not.toBe(orders.requests[1]?.headers.authorization);
+  });
+
+  it('ends the session, cookie included, when the renewal finds the grant revoked', async () => {
+    const { client, cookie } = await signedIn();
+    await provider.revokeGrantsFor('alice', config.oidc.clientId);
+    rejectFirstToken(orders);
+    const res = await client.get(`${gw.url}/orders/1`, { headers: csrf });
+    expectErrorBody(res, 'login_required', 401);
+    expect(res.headers.getSetCookie().some((c) => c.startsWith(`${config.derived.sessionCookieName}=;`))).toBe(true);
+    expect(orders.requests).toHaveLength(1);
+    expect(await tokensOfSession(gw, cookie)).toBeUndefined();
   });
 
   it('retries at most once, passing a persistent 401 through', async () => {
