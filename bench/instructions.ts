@@ -22,6 +22,9 @@
  *                      http-proxy-middleware engine alone from node:http, as mounted (hpm) and
  *                      called as the gateway calls it (httpxy), and these and the raw proxy
  *                      with one GETEX of a session-record-sized value per call
+ *   --chunked          the upstream answers chunked, without Content-Length (as streaming or
+ *                      compressing frameworks do); the gateway then checks whether to hold
+ *                      the answer with its session (src/proxy/streams.ts)
  *   --cpu              no valgrind: CPU time (user + system, /proc) per call of each server
  *                      instead, kernel included, in --rounds rounds (default 5) whose order
  *                      rotates; the median per target. One core's throughput is 1 / this
@@ -68,18 +71,19 @@ interface Settings {
   floors: boolean;
   cpu: boolean;
   rounds: number;
+  chunked: boolean;
 }
 
 function parseArgs(argv: string[]): Settings {
   const num = (flag: string, def: number) => positiveFlag(argv, flag, def, 'integer');
   for (let i = 0; i < argv.length; i++) {
-    if (['--profile', '--dpop-session', '--floors', '--cpu'].includes(argv[i] as string)) continue;
+    if (['--profile', '--dpop-session', '--floors', '--cpu', '--chunked'].includes(argv[i] as string)) continue;
     if (!['--calls', '--warmup', '--connections', '--rounds'].includes(argv[i] as string)) {
-      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--rounds N] [--profile | --cpu] [--dpop-session] [--floors]`);
+      throw new Error(`unknown argument ${argv[i]}\nusage: npm run bench:instructions -- [--calls N] [--warmup N] [--connections C] [--rounds N] [--profile | --cpu] [--dpop-session] [--floors] [--chunked]`);
     }
     i++;
   }
-  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile'), dpopSession: argv.includes('--dpop-session'), floors: argv.includes('--floors'), cpu: argv.includes('--cpu'), rounds: num('--rounds', 5) };
+  return { calls: num('--calls', 4000), warmup: num('--warmup', 8000), connections: num('--connections', 8), profile: argv.includes('--profile'), dpopSession: argv.includes('--dpop-session'), floors: argv.includes('--floors'), cpu: argv.includes('--cpu'), rounds: num('--rounds', 5), chunked: argv.includes('--chunked') };
 }
 
 function log(line: string): void {
@@ -271,7 +275,7 @@ async function main(s: Settings): Promise<void> {
       .map(([k, v]) => `${k}=${v}`)
       .join('; ');
     if (!cookie.includes(`${gateway.info.cookieName}=`)) throw new Error('the sign-in set no session cookie');
-    const headers = { cookie, 'x-csrf': '1' };
+    const headers: Record<string, string> = { cookie, 'x-csrf': '1', ...(s.chunked ? { 'x-bench-chunked': '1' } : {}) };
 
     // The floors read a value the size of the gateway's session record (the one it just wrote).
     const floors: BenchChild<{ url: string }>[] = [];
@@ -315,7 +319,8 @@ async function main(s: Settings): Promise<void> {
       [
         '',
         `instructions per proxied call, main thread (callgrind Ir, ${s.calls} calls after ${s.warmup} warm-up, ${s.connections} connections, ${new Date().toISOString()})` +
-          (s.dpopSession ? ', DPoP-bound session on the Bearer route' : ''),
+          (s.dpopSession ? ', DPoP-bound session on the Bearer route' : '') +
+          (s.chunked ? ', chunked upstream answers' : ''),
         `  gateway      ${perCall(gwIr)}  raw / this ${ratio(gwIr)}`,
         `  raw-node     ${perCall(rawIr)}`,
         ...floorIr.map(([name, ir]) => `  ${name.padEnd(12)} ${perCall(ir)}  raw / this ${ratio(ir)}`),

@@ -3,7 +3,9 @@
  * body over keep-alive. With `x-bench-echo-auth: 1` (refresh storm only) it also answers a short
  * digest of the Authorization header it received, so the bench can check that every call went
  * on with the same, new token without the token itself leaving the upstream, and the scheme
- * word of that header and whether a `DPoP` proof header came (the DPoP route's check).
+ * word of that header and whether a `DPoP` proof header came (the DPoP route's check). With
+ * `x-bench-chunked: 1` the same body goes out chunked, without Content-Length, as a streaming
+ * or compressing framework sends it (`npm run bench:instructions -- --chunked`).
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -26,6 +28,13 @@ guardChild(async () => {
     }
     // Drain any request body before answering, so keep-alive stays usable.
     req.resume();
+    if (req.headers['x-bench-chunked'] === '1') {
+      delete headers['content-length'];
+      res.writeHead(200, headers);
+      res.write(BODY);
+      res.end();
+      return;
+    }
     res.writeHead(200, headers);
     res.end(BODY);
   });

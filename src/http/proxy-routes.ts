@@ -21,7 +21,7 @@ import { createCredentialResolver, needsSession, type LoadedSession } from '../p
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
-import { trackStream } from '../proxy/streams.js';
+import { createLongLivedAnswers, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
 import { canonicalTarget } from '../proxy/canonical-path.js';
@@ -107,6 +107,15 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
   for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
+  const longLived = new Map<string, LongLivedAnswers>(
+    routes.map((route) => [
+      route.path,
+      createLongLivedAnswers((res) => {
+        const owner = (res.req as Owned)[OWNER];
+        if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);
+      }),
+    ]),
+  );
   const upstreams = new Map<string, Upstream>(
     routes.map((route) => {
       const trace = tracing?.upstream(route.path);
@@ -124,9 +133,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           // a still-current token, once per cooldown, shared in Redis); otherwise 'pass': the
           // upstream's 401 goes to the browser unchanged. An API key is not renewed.
           ...(route.auth !== 'apiKey' ? { retry: retryFor(route) } : {}),
-          onLongLived(req: Owned, res) {
-            const owner = req[OWNER];
-            if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);
+          onLongLived(req: Owned, res, kind) {
+            // Only a call made for a session is held with it.
+            if (req[OWNER] !== undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
           },
           onError(err, req, res) {
             // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
@@ -161,6 +170,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   runtime.onClose(() => {
     websockets.close();
     for (const upstream of upstreams.values()) upstream.close();
+    for (const answers of longLived.values()) answers.close();
   });
 
   /**

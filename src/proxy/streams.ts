@@ -5,25 +5,39 @@
  * or one of 1 MiB or more (a long download). Everything else is an ordinary call that ends on
  * its own within moments: tracking it would put timers and a subscription on the hot path for
  * nothing. Deciding on the response head costs no Redis command and no timer per call.
+ *
+ * An event stream is held with its session at once. An open-ended body is held only once it has
+ * been open for HOLD_AFTER_MS: most chunked answers are ordinary API calls (a compressing or
+ * streaming framework leaves out Content-Length) that end within milliseconds, and holding each
+ * one cost a subscription, two timers and a gauge update per call. Until then it is one entry in
+ * a list swept a few times a second (deadlines.ts). A session that ends meanwhile is not missed:
+ * the hold, when it comes, ends at once for a session ended in the last minute
+ * (session/held.ts, events.recentEnd).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Metrics } from '../observability/metrics.js';
 import type { HeldSessions } from '../session/held.js';
+import { createDeadlines } from './deadlines.js';
 
 const LONG_DOWNLOAD_BYTES = 1024 * 1024;
+/** How long an open-ended answer runs before it is held with its session. */
+export const HOLD_AFTER_MS = 250;
 
 const mayBeEventStream = (c: number) => c === 116 || c === 84 || c === 32 || c === 9;
 
-/** Whether a proxied response (its head) may stay open for long. */
-export function isLongLived(proxyRes: Pick<IncomingMessage, 'headers' | 'statusCode'>, method: string | undefined): boolean {
+/**
+ * What a proxied response (its head) is: an event stream, an open-ended body (no
+ * Content-Length, or a long download), or undefined for an ordinary answer.
+ */
+export function longLivedKind(proxyRes: Pick<IncomingMessage, 'headers' | 'statusCode'>, method: string | undefined): 'event-stream' | 'open-ended' | undefined {
   const status = proxyRes.statusCode ?? 200;
-  if (method === 'HEAD' || status === 204 || status === 304 || status < 200) return false;
+  if (method === 'HEAD' || status === 204 || status === 304 || status < 200) return undefined;
   const type = proxyRes.headers['content-type'];
   // The pattern is tried only on a type that may start with it ("t", "T" or white space).
-  if (type !== undefined && mayBeEventStream(type.charCodeAt(0)) && /^\s*text\/event-stream\b/i.test(type)) return true;
+  if (type !== undefined && mayBeEventStream(type.charCodeAt(0)) && /^\s*text\/event-stream\b/i.test(type)) return 'event-stream';
   const length = proxyRes.headers['content-length'];
-  if (length === undefined) return true;
-  return Number(length) >= LONG_DOWNLOAD_BYTES;
+  if (length === undefined) return 'open-ended';
+  return Number(length) >= LONG_DOWNLOAD_BYTES ? 'open-ended' : undefined;
 }
 
 /** The session a proxied call ran for, noted on the request for its response head. */
@@ -51,4 +65,35 @@ export function trackStream(deps: StreamTrackerDeps, owner: StreamOwner, res: Se
     release();
     deps.metrics.openProxiedStreams.dec({ route });
   });
+}
+
+export interface LongLivedAnswers {
+  /** Told of each long-lived answer as its head is passed on. */
+  started(res: ServerResponse, kind: 'event-stream' | 'open-ended'): void;
+  close(): void;
+}
+
+/**
+ * One route's long-lived answers: `hold(res)` holds the session of the call `res` answers (the
+ * caller knows it from the request), now for an event stream, after HOLD_AFTER_MS for an
+ * open-ended body still open by then.
+ */
+export function createLongLivedAnswers(hold: (res: ServerResponse) => void, holdAfterMs = HOLD_AFTER_MS): LongLivedAnswers {
+  const pending = createDeadlines<ServerResponse>({
+    timeoutMs: holdAfterMs,
+    expire: hold,
+    isSettled: (res) => res.writableFinished || res.destroyed,
+  });
+  // One listener function for every answer (no closure per call): `this` is the response.
+  function ended(this: ServerResponse) {
+    pending.done(this);
+  }
+  return {
+    started(res, kind) {
+      if (kind === 'event-stream') return hold(res);
+      pending.track(res);
+      res.on('close', ended);
+    },
+    close: () => pending.close(),
+  };
 }

@@ -22,7 +22,7 @@ import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { proofTarget, retryForNonce, type DpopAttachment } from './dpop-proofs.js';
-import { isLongLived } from './streams.js';
+import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
 import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
@@ -35,7 +35,7 @@ export interface UpstreamOptions {
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
   /** Told of each answer that may stay open for long (streams.ts), as its head is passed on. */
-  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse) => void;
+  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse, kind: 'event-stream' | 'open-ended') => void;
   /** Called when the upstream could not be reached or did not answer in time. */
   onError: (err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) => void;
   /**
@@ -193,7 +193,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
   };
   const pass = (proxyRes: http.IncomingMessage, req: http.IncomingMessage, res: http.ServerResponse) => {
-    if (options.onLongLived !== undefined && isLongLived(proxyRes, req.method)) options.onLongLived(req, res);
+    if (options.onLongLived !== undefined) {
+      const kind = longLivedKind(proxyRes, req.method);
+      if (kind !== undefined) options.onLongLived(req, res, kind);
+    }
     passThrough(proxyRes, res, isGatewayCookie);
   };
   const answered = (proxyRes: http.IncomingMessage) => {
