@@ -1,3 +1,11 @@
+/**
+ * The header rules of proxied calls (pure).
+ *
+ * Mutation checks (each by hand, once):
+ *  - src/proxy/headers.ts compileRequestHeaderStrip: `const out: IncomingHttpHeaders = {}` →
+ *    `= headers` (strip in place, as 0.5.0 did) → "builds a fresh object…" fails.
+ *  - src/proxy/headers.ts stripCookies: drop `pair.length > 0 &&` → the Cookie test fails.
+ */
 import { compileTrust } from '../../../src/proxy/trust.js';
 import { compileRequestHeaderStrip, connectionNominated, forwardingHeaders, responseHeaders, stripCookies } from '../../../src/proxy/headers.js';
 
