@@ -43,19 +43,40 @@ export function returnToFrom(referer: string | undefined, publicOrigin: string):
   return isSameOriginRelativePath(url.pathname) ? url.pathname : '/';
 }
 
+/** How often one session is told of the same step-up ask, at most (per process). */
+export const STEP_UP_TELL_EVERY_MS = 10_000;
+const TOLD_MAX = 10_000;
+
 export function createStepUp(deps: StepUpDeps): StepUp {
   const { config, clock } = deps;
   const listener = deps.listener ?? (() => {});
   const { authPath } = config.server;
   const tolerance = config.oidc.clockToleranceSeconds;
+  // When each session was last told of each ask. Every refused call would otherwise be one
+  // PUBLISH on the events bus: a page retrying a step-up route (or an upstream that keeps
+  // challenging) would turn each call into a Redis command and an event for every tab.
+  const told = new Map<string, number>();
 
-  function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined): GatewayError {
-    const challenge = stepUpChallenge(ask, authPath, returnToFrom(req.headers.referer, config.derived.publicOrigin));
+  function tell(sessionDigest: string | undefined, challenge: StepUpChallenge): void {
+    if (sessionDigest !== undefined) {
+      const key = `${sessionDigest} ${challenge.acr_values ?? ''} ${challenge.max_age ?? ''}`;
+      const now = clock();
+      const last = told.get(key);
+      if (last !== undefined && now - last < STEP_UP_TELL_EVERY_MS) return;
+      told.delete(key);
+      if (told.size >= TOLD_MAX) told.delete(told.keys().next().value as string);
+      told.set(key, now);
+    }
     try {
       listener({ sessionDigest, challenge });
     } catch {
       // A listener (e.g. the events bus) never changes the answer the browser gets.
     }
+  }
+
+  function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined): GatewayError {
+    const challenge = stepUpChallenge(ask, authPath, returnToFrom(req.headers.referer, config.derived.publicOrigin));
+    tell(sessionDigest, challenge);
     return stepUpRequired(challenge);
   }
 

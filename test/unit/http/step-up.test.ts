@@ -4,10 +4,12 @@
  *
  * Mutation that fails this file: in src/http/step-up.ts returnToFrom, change
  * `if (!url || url.origin !== publicOrigin) return '/';` to `if (!url) return '/';`.
+ * And: in tell(), drop `if (last !== undefined && now - last < STEP_UP_TELL_EVERY_MS) return;`
+ * → "tells a session of the same ask once per 10 s" fails.
  */
 import { parseConfig } from '../../../src/config/load.js';
 import { GatewayError } from '../../../src/errors.js';
-import { createStepUp, returnToFrom } from '../../../src/http/step-up.js';
+import { createStepUp, returnToFrom, STEP_UP_TELL_EVERY_MS } from '../../../src/http/step-up.js';
 import type { LoadedSession } from '../../../src/proxy/bearer.js';
 import { compileRoute } from '../../../src/proxy/routes.js';
 import type { IncomingMessage } from 'node:http';
@@ -69,6 +71,25 @@ describe('createStepUp', () => {
     const error = stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication", max_age=0', 'bearer');
     expect(error?.toBody()).toMatchObject({ error: 'step_up_required', max_age: 0, loginUrl: '/bff/login?max_age=0&returnTo=%2F' });
     expect(events.map((e) => e.sessionDigest)).toEqual(['from-cookie']);
+  });
+
+  it('tells a session of the same ask once per 10 s, and of another ask or session at once', () => {
+    let now = 0;
+    const events: { sessionDigest: string | undefined; challenge: { acr_values: string | null; max_age: number | null } }[] = [];
+    const stepUp = createStepUp({ config, clock: () => now, sessionDigestOf: () => 'from-cookie', listener: (e) => events.push(e) });
+    const refuse = (s: LoadedSession, referer?: string) => expect(() => stepUp.checkRoute(request(referer), route, s)).toThrow(GatewayError);
+    refuse(session('urn:pwd'));
+    // Every call is still refused; the listener (one PUBLISH each) hears of the first only.
+    refuse(session('urn:pwd'), `${ORIGIN}/other-page`);
+    now += STEP_UP_TELL_EVERY_MS - 1;
+    refuse(session('urn:pwd'));
+    expect(events).toHaveLength(1);
+    refuse({ ...session('urn:pwd'), digest: 'd2' });
+    expect(() => stepUp.fromUpstream(request(), 'Bearer error="insufficient_user_authentication", max_age=0', 'bearer')).not.toThrow();
+    expect(events.map((e) => e.sessionDigest)).toEqual(['d1', 'd2', 'from-cookie']);
+    now += 1;
+    refuse(session('urn:pwd'));
+    expect(events.map((e) => e.sessionDigest)).toEqual(['d1', 'd2', 'from-cookie', 'd1']);
   });
 
   it('answers step_up_required even when the listener throws', () => {
