@@ -3,6 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Config } from '../config/load.js';
 import type { Metrics, MetricsSource } from '../observability/metrics.js';
 import type { CounterSeries, HistogramSeries } from '../observability/lean-series.js';
+import { endpointOf } from './endpoints.js';
 
 export interface RequestMetrics {
   /** Express middleware: meters every request that reached Express and was not metered yet. */
@@ -19,13 +20,11 @@ type Metered = ServerResponse & { [LABEL]?: string; [START]?: number };
 /** Counts and times every request under a bounded label: a configured route, an endpoint, or "other". */
 export function createRequestMetrics(metrics: Metrics, config: Config): RequestMetrics {
   const auth = config.server.authPath;
-  const endpoints = new Set(['/healthz', '/readyz', '/metrics', ...['login', 'callback', 'user', 'logout', 'backchannel-logout', 'sessions'].map((e) => `${auth}/${e}`)]);
+  // The endpoint names traces use (endpoints.ts); everything else (the SPA, 404s) is "other".
   const labelFor = (url: string) => {
     const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    if (endpoints.has(path)) return path;
-    if (path.startsWith(`${auth}/sessions/`)) return `${auth}/sessions/:id`;
-    return 'other';
+    const endpoint = endpointOf(q === -1 ? url : url.slice(0, q), auth);
+    return endpoint === '/*' || endpoint === `${auth}/*` ? 'other' : endpoint;
   };
   // Series bound once per label set, looked up without building a key string per call.
   const counters = new Map<string, Map<string, Map<number, CounterSeries>>>();

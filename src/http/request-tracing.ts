@@ -15,6 +15,7 @@ import type { Socket } from 'node:net';
 import type { RequestHandler } from 'express';
 import { errorCodeOf, type SpanHandle, type Tracing } from '../observability/tracing.js';
 import type { UpstreamTrace } from '../proxy/upstream.js';
+import { endpointOf, PROBES } from './endpoints.js';
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE']);
 
@@ -24,26 +25,13 @@ export function methodOf(req: IncomingMessage): string {
   return METHODS.has(method) ? method : '_OTHER';
 }
 
-/** Endpoints under authPath (SPEC §3), as templates. */
-const AUTH_ENDPOINTS = ['/login', '/callback', '/user', '/logout', '/backchannel-logout', '/sessions', '/events'];
-/** Probes are not traced: a span every few seconds per instance would say nothing. */
-const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
-
 /**
- * The template of a gateway endpoint for a (canonical) request path: `/auth/login`,
- * `/auth/sessions/:id`; `<authPath>/*` for unknown paths under authPath, `/*` for the rest (the
- * SPA, 404s); undefined for probes. Matched as Express routes them: case-insensitive, one
- * trailing slash allowed.
+ * The span name of a gateway endpoint for a (canonical) request path (endpoints.ts), or
+ * undefined for the probes: a span every few seconds per instance would say nothing.
  */
 export function endpointTemplate(path: string, authPath: string): string | undefined {
-  const lower = (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase();
-  if (UNTRACED.has(lower)) return undefined;
-  const base = authPath.toLowerCase();
-  if (lower !== base && !lower.startsWith(`${base}/`)) return '/*';
-  const rest = lower.slice(base.length);
-  if (AUTH_ENDPOINTS.includes(rest)) return `${authPath}${rest}`;
-  if (/^\/sessions\/[^/]+$/.test(rest)) return `${authPath}/sessions/:id`;
-  return `${authPath}/*`;
+  const endpoint = endpointOf(path, authPath);
+  return PROBES.has(endpoint) ? undefined : endpoint;
 }
 
 /** Ends a request's SERVER span with the status the browser got. */

@@ -1,6 +1,9 @@
 /**
  * GET /metrics (SPEC §3): Prometheus text, labelled only by configured names, never by user
  * data or credentials.
+ *
+ * Mutation check (by hand, once): src/http/endpoints.ts: drop '/events' from AUTH_ENDPOINTS →
+ * "names the gateway endpoints as traces do" fails (0.5.0 counted /auth/events as "other").
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -86,6 +89,21 @@ it('counts the login transactions in progress (kept in Redis, so shared by all i
   expect(await gauge()).toBe(3);
   clock.advance(601);
   expect(await gauge()).toBe(0);
+});
+
+it('names the gateway endpoints as traces do: /auth/events, any case or trailing slash; the rest is "other"', async () => {
+  const anonymous = new BrowserClient();
+  // Refused either way (no session, or this client's Origin): what matters is the label.
+  const events = await anonymous.get(`${gw.url}/auth/events`);
+  expect(events.status).toBeGreaterThanOrEqual(400);
+  const user = await anonymous.get(`${gw.url}/AUTH/User/`, { headers: csrf });
+  expect(user.status).toBe(401);
+  expect((await anonymous.get(`${gw.url}/auth/no-such-endpoint`)).status).toBe(404);
+  const text = (await anonymous.get(`${gw.url}/metrics`)).text;
+  expect(text).toContain(`bff_http_requests_total{route="/auth/events",method="GET",status="${events.status}"} 1`);
+  expect(text).toContain('bff_http_requests_total{route="/auth/user",method="GET",status="401"} 1');
+  expect(text).toMatch(/bff_http_requests_total\{route="other",method="GET",status="404"\} [1-9]/);
+  expect(text).not.toContain('no-such-endpoint');
 });
 
 it('times the other Redis operations too, each under its own operation name', async () => {

@@ -2,7 +2,7 @@
  * The names a gateway endpoint's span may have (request-tracing.ts): templates only, never
  * the request's own path, so no id, token or query can reach a span name.
  *
- * Mutation that fails it: in src/http/request-tracing.ts endpointTemplate, return
+ * Mutation that fails it: in src/http/endpoints.ts endpointOf, return
  * `${authPath}${rest}` for every path under authPath (drop the `AUTH_ENDPOINTS.includes` test).
  */
 import { endpointTemplate, methodOf } from '../../../src/http/request-tracing.js';

@@ -1,0 +1,26 @@
+/**
+ * The gateway's own endpoints as fixed names, for span names (request-tracing.ts) and metric
+ * labels (metrics-route.ts) alike: one list, so a trace and a metric name the same endpoint the
+ * same way. Never the request's own path: no id, token or query can reach a name.
+ */
+
+/** Endpoints under authPath (SPEC §3), as templates. */
+const AUTH_ENDPOINTS = ['/login', '/callback', '/user', '/logout', '/backchannel-logout', '/sessions', '/events'];
+/** The probes: named as themselves. */
+export const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics']);
+
+/**
+ * The endpoint a (canonical) request path is for: a probe (`/healthz`), `/auth/login`,
+ * `/auth/sessions/:id`; `<authPath>/*` for unknown paths under authPath, `/*` for the rest (the
+ * SPA, 404s). Matched as Express routes them: case-insensitive, one trailing slash allowed.
+ */
+export function endpointOf(path: string, authPath: string): string {
+  const lower = (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase();
+  if (PROBES.has(lower)) return lower;
+  const base = authPath.toLowerCase();
+  if (lower !== base && !lower.startsWith(`${base}/`)) return '/*';
+  const rest = lower.slice(base.length);
+  if (AUTH_ENDPOINTS.includes(rest)) return `${authPath}${rest}`;
+  if (/^\/sessions\/[^/]+$/.test(rest)) return `${authPath}/sessions/:id`;
+  return `${authPath}/*`;
+}
