@@ -48,7 +48,8 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 export interface ErrorBody {
   error: ErrorCode;
   error_description: string;
-  [field: string]: unknown;
+  /** The code's details (ErrorDetails): canonical values the gateway built. */
+  [field: string]: string | number | null;
 }
 
 /**
