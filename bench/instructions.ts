@@ -42,7 +42,6 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { BrowserClient } from '../test/support/browser-client.js';
 import { signIn } from '../test/support/drive-login.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../test/support/redis-server.js';
@@ -53,7 +52,7 @@ import { summarizeProfile } from './lib/profile.js';
 import { median, textTable } from './lib/stats.js';
 import { cpuMs } from './lib/cpu.js';
 import type { GatewayOptions } from './servers/gateway.js';
-import type { FloorOptions } from './servers/floor.js';
+import { startFloors } from './floors.js';
 
 const HOST = '127.0.0.1';
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -113,22 +112,6 @@ async function drive(url: string, headers: Record<string, string>, total: number
     await Promise.all(Array.from({ length: connections }, loop));
   } finally {
     agent.destroy();
-  }
-}
-
-/** Bytes of the largest value in the bench's Redis: the one session record the sign-in wrote. */
-async function sessionRecordBytes(url: string): Promise<number> {
-  const redis = new Redis(url, { lazyConnect: true });
-  await redis.connect();
-  try {
-    let max = 0;
-    for (const key of await redis.keys('*')) {
-      if ((await redis.type(key)) === 'string') max = Math.max(max, await redis.strlen(key));
-    }
-    if (max === 0) throw new Error('no session record in Redis after the sign-in');
-    return max;
-  } finally {
-    redis.disconnect();
   }
 }
 
@@ -280,19 +263,16 @@ async function main(s: Settings): Promise<void> {
     // The floors read a value the size of the gateway's session record (the one it just wrote).
     const floors: BenchChild<{ url: string }>[] = [];
     if (s.floors) {
-      const valueBytes = await sessionRecordBytes(r.url);
-      const floor = (name: string, options: Omit<FloorOptions, 'host' | 'upstream'>) =>
-        startChild<{ url: string }>({ ...underCallgrind(name), module: moduleOf('servers/floor'), env, options: { host: HOST, upstream: upstream.info.url, ...options } satisfies FloorOptions }).then(keep);
-      floors.push(
-        ...(await Promise.all([
-          floor('hpm', { engine: 'hpm' }),
-          floor('httpxy', { engine: 'httpxy' }),
-          floor('httpxy+getex', { engine: 'httpxy', redisUrl: r.url, valueBytes }),
-          floor('hpm+getex', { engine: 'hpm', redisUrl: r.url, valueBytes }),
-          floor('raw+getex', { engine: 'raw', redisUrl: r.url, valueBytes }),
-        ])),
-      );
-      log(`floors started; their GETEX reads ${valueBytes} bytes (the gateway's session record)`);
+      const started = await startFloors({
+        names: ['hpm', 'httpxy', 'httpxy+getex', 'hpm+getex', 'raw+getex'],
+        host: HOST,
+        upstream: upstream.info.url,
+        redisUrl: r.url,
+        env,
+        startAs: underCallgrind,
+      });
+      floors.push(...started.floors.map(keep));
+      log(`floors started; their GETEX reads ${started.valueBytes} bytes (the gateway's session record)`);
     }
 
     if (s.cpu) {

@@ -53,6 +53,7 @@ import { markdownTable, median, round, textTable } from './lib/stats.js';
 import { checkSchemes, dpopComparison, dpopLine, DPOP_ROUTE_PATH, DPOP_TARGET, type DpopComparison } from './dpop-route.js';
 import type { LoadResult, LoadRun } from './load.js';
 import type { GatewayOptions } from './servers/gateway.js';
+import { startFloors } from './floors.js';
 import { LOGIN_HEADER, loginRows, loginSection } from './login.js';
 import { refreshStorm, STORM_HEADER, stormRows, type StormTrial } from './storm.js';
 import { WORKERS_HEADER, workersRows, workersSection } from './workers.js';
@@ -83,23 +84,28 @@ interface Settings {
   login: boolean;
   loginConcurrency: number;
   skipMain: boolean;
+  /** Also the floors (floors.ts) as targets: what HPM's engine and one GETEX cost by throughput. */
+  floors: boolean;
 }
 
 const EXPERIMENTS = new Set(['autopipelining']);
+/** The floors `--floors` adds as targets: HPM's engine as the gateway calls it, alone and with a GETEX, and HPM as mounted with one. */
+const FLOOR_TARGETS = ['httpxy', 'httpxy+getex', 'hpm+getex'] as const;
 
 /** latest.json / latest.md, or experiment-<names>.* so that an experiment never replaces the plain run. */
-const resultName = (s: Settings) => (s.experiments.length ? `experiment-${s.experiments.join('-')}` : 'latest');
+const resultName = (s: Settings) =>
+  s.experiments.length || s.floors ? `experiment-${[...s.experiments, ...(s.floors ? ['floors'] : [])].join('-')}` : 'latest';
 
 function parseArgs(argv: string[]): Settings {
   const quick = argv.includes('--quick');
   const num = (flag: string, def: number) => positiveFlag(argv, flag, def, 'number');
-  const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment', '--workers', '--login', '--login-concurrency', '--skip-main']);
+  const known = new Set(['--quick', '--strict', '--heap-profile', '--rounds', '--duration', '--connections', '--experiment', '--workers', '--login', '--login-concurrency', '--skip-main', '--floors']);
   const experiments: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (!known.has(a)) {
       throw new Error(
-        `unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict] [--experiment autopipelining] [--workers] [--login] [--login-concurrency N] [--skip-main]`,
+        `unknown argument ${a}\nusage: npm run bench -- [--quick] [--rounds N] [--duration S] [--connections C] [--strict] [--experiment autopipelining] [--workers] [--login] [--login-concurrency N] [--skip-main] [--floors]`,
       );
     }
     if (a === '--experiment') {
@@ -115,7 +121,8 @@ function parseArgs(argv: string[]): Settings {
   const profileSec = quick ? 2 : 8;
   const stormTrials = quick ? 2 : 3;
   // Everything measured, plus generous slack for startup, sign-ins and the storm.
-  const targetCount = 5 + experiments.length;
+  const floors = argv.includes('--floors');
+  const targetCount = 5 + experiments.length + (floors ? FLOOR_TARGETS.length : 0);
   const workers = argv.includes('--workers');
   const login = argv.includes('--login');
   const skipMain = argv.includes('--skip-main');
@@ -140,6 +147,7 @@ function parseArgs(argv: string[]): Settings {
     login,
     loginConcurrency: Math.floor(num('--login-concurrency', 8)),
     skipMain,
+    floors,
     deadlineMs: (plannedSec * (argv.includes('--heap-profile') ? 2 : 1) + 120) * 1000,
   };
 }
@@ -628,6 +636,12 @@ async function main(settings: Settings): Promise<number> {
     if (!gwCookie.includes(`${gateway.info.cookieName}=`)) throw new Error('the gateway sign-in set no session cookie');
     if (!eocCookie.includes('appSession=')) throw new Error('the express-openid-connect sign-in set no appSession cookie');
 
+    // The floors read a value the size of the session record the gateway's sign-in just wrote.
+    const floors = settings.floors
+      ? (await withTimeout('floors', 60_000, startFloors({ names: FLOOR_TARGETS, host: HOST, upstream: upstream.info.url, redisUrl: redisServer.url, env: { NODE_ENV: 'production' } }))).floors.map(keep)
+      : [];
+    for (const f of floors) pids[f.name] = f.pid;
+
     // Same request bytes everywhere: the baseline gets the gateway's cookie and CSRF header too.
     const targets: Target[] = [
       { name: 'gateway', url: `${gateway.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
@@ -637,6 +651,7 @@ async function main(settings: Settings): Promise<number> {
       // The same gateway process and session, the DPoP route (issue 15).
       { name: DPOP_TARGET, url: `${gateway.info.url}${DPOP_ROUTE_PATH}/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } },
       ...experimental.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
+      ...floors.map((c) => ({ name: c.name, url: `${c.info.url}/api/echo`, headers: { cookie: gwCookie, 'x-csrf': '1' } })),
     ];
     await withTimeout('sanity check', 30_000, Promise.all(targets.map(expectOk)));
     await withTimeout('DPoP scheme check', 30_000, checkSchemes(targets[0] as Target, targets.find((t) => t.name === DPOP_TARGET) as Target));
@@ -647,6 +662,7 @@ async function main(settings: Settings): Promise<number> {
       'express-openid-connect': eoc,
       'raw-node': raw,
       ...Object.fromEntries(experimental.map((c) => [c.name, c])),
+      ...Object.fromEntries(floors.map((c) => [c.name, c])),
     };
     log('signed in on the gateway and on express-openid-connect; every target answers 200; the upstream gets Bearer on /api, DPoP and a proof on /dpop');
 
