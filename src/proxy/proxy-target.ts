@@ -6,7 +6,6 @@ export interface PlainTarget {
   port: string;
   pathname: string;
   search: string;
-  auth?: string;
 }
 
 /**
@@ -23,18 +22,19 @@ export interface PlainTarget {
  * and fail); `::` stands for loopback, as there.
  */
 export function proxyTarget(target: URL): URL | Readonly<PlainTarget> {
-  if (target.search) return target;
   const { hostname } = target;
   if (!(hostname.startsWith('[') && hostname.endsWith(']'))) {
+    if (target.search) return target;
     return Object.freeze({ protocol: target.protocol, host: target.host, hostname, port: target.port, pathname: target.pathname, search: '' });
   }
+  // Never the URL here, even with a query (which httpxy then leaves out, as it always did for
+  // these targets): given `[::1]`, httpxy would look it up in DNS.
   const bare = hostname.slice(1, -1);
   return Object.freeze({
     protocol: target.protocol,
     hostname: bare === '::' ? '::1' : bare,
     port: target.port,
     pathname: target.pathname,
-    search: target.search,
-    ...(target.username || target.password ? { auth: `${target.username}:${target.password}` } : {}),
+    search: '',
   });
 }
