@@ -132,7 +132,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     remainingMs: (d) => records.remainingMs(d),
     exist: (digests) => records.exist(digests),
     clock,
-    onCheckFailed: (err) => logger.warn({ event: 'held_session_check_failed', err }, 'could not check a held session; trying again later'),
+    onCheckFailed: (err) => logger.warn({ event: 'held_session_check_failed', err }, 'could not check held sessions; trying again later (said once until a check succeeds)'),
   });
   events.onReconnect(() => {
     logger.info({ event: 'session_events_reconnected', held: held.digests().length }, 're-checking held sessions after the bus came back');
@@ -244,7 +244,6 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       coordinator.close();
       held.close();
       await events.close();
-      refresher.close();
       provider.close();
       await closeRedis(redis);
       // Last: the spans of everything closed above are exported before the process goes.

@@ -53,8 +53,9 @@ export interface HeldSessionsOptions {
   /** Whether each session still exists, in order (pipelined batches). */
   exist: (sessionDigests: readonly string[]) => Promise<boolean[]>;
   clock?: () => number;
-  /** After a failed check, when to try again (ms; default 5 s). */
+  /** After a failed check, when to try again (ms; default 5 s), doubling for a session's idle check up to its idle timeout. */
   retryMs?: number;
+  /** Told of the first failed check after a good one: a Redis outage is one report, not one per held session and retry. */
   onCheckFailed?: (err: unknown) => void;
 }
 
@@ -71,6 +72,8 @@ interface Entry {
   idleTimer?: NodeJS.Timeout;
   absoluteTimer?: NodeJS.Timeout;
   unsubscribe: () => void;
+  /** Idle checks failed in a row (the next one backs off). */
+  failedChecks: number;
 }
 
 export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
@@ -98,16 +101,29 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
     entry.idleTimer.unref();
   }
 
+  // Whether the last check failed: only the first failure of a run is reported.
+  let checksFailing = false;
+  function checkFailed(err: unknown): void {
+    if (checksFailing) return;
+    checksFailing = true;
+    options.onCheckFailed?.(err);
+  }
+
   async function checkIdle(sessionDigest: string, entry: Entry): Promise<void> {
     let remaining: number | undefined;
     try {
       remaining = await options.remainingMs(sessionDigest);
     } catch (err) {
-      options.onCheckFailed?.(err);
-      if (entries.get(sessionDigest) === entry) armIdle(sessionDigest, entry, retryMs);
+      checkFailed(err);
+      if (entries.get(sessionDigest) !== entry) return;
+      entry.failedChecks += 1;
+      // Backing off: 10,000 held sessions would otherwise read Redis 2,000 times a second through an outage.
+      armIdle(sessionDigest, entry, Math.min(retryMs * 2 ** (entry.failedChecks - 1), options.idleTimeoutSeconds * 1000));
       return;
     }
+    checksFailing = false;
     if (entries.get(sessionDigest) !== entry) return;
+    entry.failedChecks = 0;
     if (remaining === undefined) {
       // Every instance holding it learns it at its own deadline; telling them now is cheaper
       // than leaving them to find out.
@@ -142,7 +158,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
     try {
       alive = await options.exist(digests);
     } catch (err) {
-      options.onCheckFailed?.(err);
+      checkFailed(err);
       recheckRetry = setTimeout(() => {
         recheckRetry = undefined;
         void recheckOnce(Math.min(nextRetryMs * 2, retryMs));
@@ -164,6 +180,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
         const created: Entry = {
           holders: new Set(),
           createdAt,
+          failedChecks: 0,
           unsubscribe: events.subscribe(sessionDigest, (event, delivery) => {
             if (event.type === 'signed-out') end(sessionDigest, created, event.reason, delivery.publishedAt);
             // A refresh runs inside a call that has just slid the idle TTL: activity, no read needed.

@@ -11,6 +11,8 @@
  *     open, and "ends at once a hold taken just after" fails.
  *   - in recheckOnce(), drop the `recheckRetry = setTimeout(…)` after a failed pass: "tries a
  *     failed re-check again soon" fails (the session stays open until its idle deadline).
+ *   - in checkFailed(), drop `if (checksFailing) return;`, or in checkIdle() re-arm a failed check
+ *     at a flat `retryMs`: "through an outage, backs off…" fails.
  */
 import { afterEach, beforeEach, expect, jest } from '@jest/globals';
 import { createSessionEvents, type SessionEvents } from '../../../src/session/events.js';
@@ -27,10 +29,12 @@ interface Fake {
   reads: string[];
   existCalls: string[][];
   failing: boolean;
+  /** Failures reported (onCheckFailed). */
+  reported: number;
 }
 
 function setup() {
-  const fake: Fake = { ttl: new Map(), reads: [], existCalls: [], failing: false };
+  const fake: Fake = { ttl: new Map(), reads: [], existCalls: [], failing: false, reported: 0 };
   const events: SessionEvents = createSessionEvents({ clock: Date.now });
   const published: string[] = [];
   events.subscribe(D1, (e) => published.push(e.type === 'signed-out' ? e.reason : e.type));
@@ -40,6 +44,7 @@ function setup() {
     absoluteTimeoutSeconds: ABSOLUTE_S,
     clock: Date.now,
     retryMs: 5000,
+    onCheckFailed: () => void (fake.reported += 1),
     async remainingMs(d) {
       fake.reads.push(d);
       if (fake.failing) throw new Error('redis down');
@@ -140,6 +145,31 @@ describe('held sessions', () => {
     await jest.advanceTimersByTimeAsync(5_000);
     expect(ended).toEqual([]);
     expect(held.digests()).toEqual([D1]);
+  });
+
+  it('through an outage, backs off each idle check and reports the failure once, not per session and retry', async () => {
+    const { fake, held } = setup();
+    const ended: HeldEnd[] = [];
+    for (const d of [D1, D2]) held.hold(d, Date.now(), (e) => ended.push(e));
+    fake.failing = true;
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
+    const reads = () => fake.reads.length;
+    expect(reads()).toBe(2);
+    await jest.advanceTimersByTimeAsync(5_000); // the first retry, 5 s on
+    expect(reads()).toBe(4);
+    await jest.advanceTimersByTimeAsync(5_000); // the next one waits 10 s
+    expect(reads()).toBe(4);
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(reads()).toBe(6);
+    expect(fake.reported).toBe(1);
+    fake.failing = false;
+    fake.ttl.set(D1, IDLE_S * 1000);
+    fake.ttl.set(D2, IDLE_S * 1000);
+    await jest.advanceTimersByTimeAsync(20_000);
+    expect(ended).toEqual([]);
+    fake.failing = true;
+    await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 1000);
+    expect(fake.reported).toBe(2);
   });
 
   it('re-checks every held session in one batch after the bus came back, ending only the gone ones', async () => {
