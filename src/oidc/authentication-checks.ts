@@ -33,7 +33,8 @@ export function checkAuthentication(
   toleranceSeconds: number,
 ): Authentication {
   const acr = typeof claims.acr === 'string' && claims.acr.length > 0 ? claims.acr : undefined;
-  const authTime = typeof claims.auth_time === 'number' && Number.isInteger(claims.auth_time) && claims.auth_time > 0 ? claims.auth_time : undefined;
+  // A NumericDate may carry fractional seconds (RFC 7519 §2); whole seconds are what max_age counts.
+  const authTime = typeof claims.auth_time === 'number' && Number.isFinite(claims.auth_time) && claims.auth_time > 0 ? Math.floor(claims.auth_time) : undefined;
   if (asked?.acrValues?.length && (acr === undefined || !asked.acrValues.includes(acr))) {
     throw refused('acr_not_requested');
   }

@@ -50,7 +50,7 @@ export async function tokenEndpointHandle(provider: ProviderState, dpop: TokenDp
  * provider that ignores the proof and issues a bearer token is refused rather than silently
  * downgraded: the route was configured for sender-constrained tokens.
  */
-export function requireBound(response: { token_type?: string }, code: 'invalid_request' | 'token_refresh_failed'): void {
+export function requireBound(response: { token_type?: string }, code: 'invalid_request' | 'token_refresh_failed' | 'login_required'): void {
   if (response.token_type?.toLowerCase() !== 'dpop') {
     throw new GatewayError(code, { description: 'The provider did not issue a DPoP-bound token.' });
   }

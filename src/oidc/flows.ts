@@ -159,8 +159,10 @@ export async function refreshTokens(
       params,
       dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined,
     );
-    // A provider answering a refresh with a bearer token: keep the session, try again later.
-    if (dpop) requireBound(response, 'token_refresh_failed');
+    // A provider answering a refresh with a bearer token: the set is unusable on a DPoP-bound
+    // session. Without a new refresh token, keep the session and try again later; with one, the
+    // old one was rotated away (spent), so the grant cannot go on: sign in again.
+    if (dpop) requireBound(response, response.refresh_token ? 'login_required' : 'token_refresh_failed');
     const claims = response.claims();
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
     return granted(response, clock, current);
@@ -171,6 +173,7 @@ export async function refreshTokens(
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 export interface ExchangeRequest {
   audience: string;
@@ -197,7 +200,8 @@ export async function exchangeToken(
       ...(request.scope ? { scope: request.scope } : {}),
       ...(request.resource ? { resource: request.resource } : {}),
     });
-    if (response.issued_token_type !== undefined && response.issued_token_type !== ACCESS_TOKEN_TYPE) {
+    // An access token, labelled as such, as a JWT (RFC 8693 §3), or not labelled (lenient providers).
+    if (response.issued_token_type !== undefined && response.issued_token_type !== ACCESS_TOKEN_TYPE && response.issued_token_type !== JWT_TOKEN_TYPE) {
       throw new GatewayError('token_refresh_failed', { description: 'The provider issued another kind of token than an access token.' });
     }
     if (response.token_type.toLowerCase() !== 'bearer') {

@@ -3,7 +3,9 @@
  * for (as essential), auth_time against max_age, with the clock tolerance.
  *
  * Mutation that fails this file: in src/oidc/authentication-checks.ts, delete the line
- * `if (authTime === undefined) throw refused('auth_time_missing');`.
+ * `if (authTime === undefined) throw refused('auth_time_missing');`. And `Number.isFinite` →
+ * `Number.isInteger` for auth_time: "records acr and auth_time…" fails (a fractional auth_time
+ * read as missing made every max_age sign-in fail).
  */
 import { GatewayError } from '../../../src/errors.js';
 import { checkAuthentication } from '../../../src/oidc/authentication-checks.js';
@@ -24,6 +26,8 @@ describe('checkAuthentication', () => {
     expect(checkAuthentication({}, {}, NOW, 0)).toEqual({});
     // Malformed claims are not recorded.
     expect(checkAuthentication({ acr: 7, auth_time: 'yesterday' }, undefined, NOW, 0)).toEqual({});
+    // A NumericDate with fractional seconds counts, in whole seconds (RFC 7519 §2).
+    expect(checkAuthentication({ auth_time: NOW - 5.75 }, { maxAge: 60 }, NOW, 0)).toEqual({ authTime: NOW - 6 });
   });
 
   it('requires the acr to be one of the values asked for', () => {

@@ -5,30 +5,16 @@
  * refused twice keeps the session (502, not an ended grant); a bearer answer is refused.
  *
  * Mutation that fails it (checked by hand): in src/oidc/errors.ts, drop `|| error ===
- * 'use_dpop_nonce'` from the transient case: a twice-refused nonce ends the session.
+ * 'use_dpop_nonce'` from the transient case: a twice-refused nonce ends the session. And in
+ * src/oidc/flows.ts refreshTokens, `response.refresh_token ? 'login_required' :
+ * 'token_refresh_failed'` → `'token_refresh_failed'`: "refuses a bearer token…" fails (the session
+ * would keep a refresh token the provider had rotated away).
  */
-import * as oidc from 'openid-client';
-import { decodeJwt, type JWTVerifyGetKey } from 'jose';
+import { decodeJwt } from 'jose';
 import { refreshTokens } from '../../../src/oidc/flows.js';
-import type { ProviderState } from '../../../src/oidc/client.js';
+import { ISSUER, json, providerAnswering } from '../../support/provider-answering.js';
 import { GatewayError } from '../../../src/errors.js';
 import { generateDpopKey, jwkThumbprint } from '../../../src/crypto/dpop.js';
-
-const ISSUER = 'https://idp.example';
-const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
-  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
-
-function providerAnswering(answer: (proof: string | null) => Response): { provider: ProviderState; proofs: (string | null)[] } {
-  const metadata = { issuer: ISSUER, token_endpoint: `${ISSUER}/token`, dpop_signing_alg_values_supported: ['ES256'] };
-  const configuration = new oidc.Configuration(metadata, 'bff', 'secret-0123456789');
-  const proofs: (string | null)[] = [];
-  configuration[oidc.customFetch] = async (_url, options) => {
-    const proof = new Headers(options.headers as ConstructorParameters<typeof Headers>[0]).get('dpop');
-    proofs.push(proof);
-    return answer(proof);
-  };
-  return { provider: { configuration, metadata, jwks: (async () => { throw new Error('unused'); }) as unknown as JWTVerifyGetKey }, proofs };
-}
 
 const nonces = (value?: string) => ({ get: async () => value });
 const tokens = { access_token: 'new-at', token_type: 'DPoP', expires_in: 60 };
@@ -65,7 +51,10 @@ describe('token requests with a DPoP proof', () => {
     expect(proofs).toHaveLength(2);
   });
 
-  it('refuses a bearer token in answer to a proof', async () => {
+  it('refuses a bearer token in answer to a proof; a rotated refresh token in it means the grant cannot go on', async () => {
+    const rotated = providerAnswering(() => json(200, { ...tokens, token_type: 'Bearer', refresh_token: 'r2' }));
+    const spent = await refreshTokens(rotated.provider, { accessToken: 'a', refreshToken: 'r' }, 'alice', {}, Date.now, { key: generateDpopKey(), nonces: nonces() }).catch((e: unknown) => e);
+    expect((spent as GatewayError).code).toBe('login_required');
     const { provider } = providerAnswering(() => json(200, { ...tokens, token_type: 'Bearer' }));
     const err = await refreshTokens(provider, { accessToken: 'a', refreshToken: 'r' }, 'alice', {}, Date.now, { key: generateDpopKey(), nonces: nonces() }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayError);
