@@ -124,8 +124,14 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     });
     // Hop-by-hop and identity headers go first: a browser's `Connection: close` must not reach an
     // upstream connection that the gateway's agent keeps in its pool.
-    const headers = stripRequestHeaders(source, (name) => name === 'authorization' || name === 'dpop' || name === 'cookie' || name in forwarded);
-    if (source.cookie !== undefined) {
+    // The skip is asked only about names the strip rules keep: a Cookie they drop
+    // (server.stripRequestHeaders, or one the browser's Connection names) stays dropped.
+    let cookieKept = false;
+    const headers = stripRequestHeaders(source, (name) => {
+      if (name === 'cookie') return (cookieKept = true);
+      return name === 'authorization' || name === 'dpop' || name in forwarded;
+    });
+    if (cookieKept) {
       const cookie = stripCookies(source.cookie, isGatewayCookie);
       if (cookie !== undefined) headers.cookie = cookie;
     }

@@ -3,6 +3,10 @@
  * connection headers describe its connection to the gateway, never the gateway's pooled
  * connections to upstreams; the upstream's describe its connection to the gateway, never the
  * browser's. Real provider, real Redis, real upstream.
+ *
+ * Mutation check (by hand, once): src/proxy/upstream.ts prepareHeaders: `if (cookieKept)` →
+ * `if (source.cookie !== undefined)` (as 0.5.1's first header copy had it) → "drops a Cookie
+ * header the Connection names" fails: the browser's other cookies came back.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -113,6 +117,18 @@ describe('request headers', () => {
 });
 
 describe('response headers', () => {
+  it('drops a Cookie header the Connection names, the other cookies too, and still signs the call in', async () => {
+    const session = `${stack.config.derived.sessionCookieName}=${cookie}`;
+    const named = await request('/api/echo', { ...csrf, cookie: `theirs=1; ${session}`, connection: 'keep-alive, Cookie' });
+    expect(named.status).toBe(200);
+    expect(upstream.requests.at(-1)?.headers.cookie).toBeUndefined();
+    expect(upstream.requests.at(-1)?.headers.authorization).toMatch(/^Bearer /);
+    // Without it, the browser's own cookies go on, the gateway's never.
+    const plain = await request('/api/echo', { ...csrf, cookie: `theirs=1; ${session}` });
+    expect(plain.status).toBe(200);
+    expect(upstream.requests.at(-1)?.headers.cookie).toBe('theirs=1');
+  });
+
   it.each(['GET', 'POST'])("drops the upstream's hop-by-hop headers and what its Connection names (%s)", async (method) => {
     upstream.setHandler((req, res) => {
       req.resume();
