@@ -3,7 +3,7 @@
  * with either a token68 or comma-separated `name=value` parameters (token or quoted-string).
  * Several header lines arrive joined by ", ". Upstreams are not trusted to be well-formed: junk
  * ends the parse (what was read before it stands), nothing throws, and the work is bounded by
- * the header's length, which is capped.
+ * the header's length, which is capped. A comma left out between parameters is tolerated.
  */
 
 export interface Challenge {
@@ -80,9 +80,13 @@ export function parseWwwAuthenticate(header: string | readonly string[] | undefi
         if (value.length === 0) value = undefined;
       }
       if (value === undefined) break; // junk
+      const valueEnd = i;
       skipSpace();
-      // A value runs up to the next comma: `error=urn:x` is junk, not `error=urn`.
-      if (i < text.length && text[i] !== ',') break;
+      // A value runs up to the next comma: `error=urn:x` is junk, not `error=urn`. Lenient
+      // upstreams leave the comma out between parameters (`realm="api" error="invalid_token"`):
+      // white space and then a name is taken as the next parameter or challenge.
+      const spacedName = i > valueEnd && isTchar(text.charCodeAt(i));
+      if (i < text.length && text[i] !== ',' && !spacedName) break;
       const key = name.toLowerCase();
       if (!(key in current.params)) current.params[key] = value;
       continue;

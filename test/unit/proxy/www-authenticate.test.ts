@@ -3,7 +3,9 @@
  * §3): several challenges, quoted strings with escapes, token68, junk and hostile input.
  *
  * Mutation that fails this file: in src/proxy/www-authenticate.ts readQuoted, drop the line
- * `if (c === '\\') i++;` (an escaped quote then ends the string early).
+ * `if (c === '\\') i++;` (an escaped quote then ends the string early). And `&& !spacedName` →
+ * `` (a comma required between parameters, as 0.5.0 had it): "takes parameters a lenient
+ * upstream wrote without the comma" fails.
  */
 import fc from 'fast-check';
 import { parseWwwAuthenticate } from '../../../src/proxy/www-authenticate.js';
@@ -24,6 +26,14 @@ describe('parseWwwAuthenticate', () => {
     ];
     expect(parseWwwAuthenticate('Basic YWxhZGRpbjpvcGVuc2VzYW1l==, Newauth realm="apps", type=1, title="Login to \\"apps\\"", Bearer error=x')).toEqual(expected);
     expect(parseWwwAuthenticate(['Basic YWxhZGRpbjpvcGVuc2VzYW1l==', 'Newauth realm="apps", type=1, title="Login to \\"apps\\""', 'Bearer error=x'])).toEqual(expected);
+  });
+
+  it('takes parameters a lenient upstream wrote without the comma between them', () => {
+    expect(parseWwwAuthenticate('Bearer realm="api" error="invalid_token"')).toEqual([{ scheme: 'bearer', params: { realm: 'api', error: 'invalid_token' } }]);
+    expect(parseWwwAuthenticate('Bearer error=insufficient_user_authentication acr_values="urn:mfa", Basic realm=x')).toEqual([
+      { scheme: 'bearer', params: { error: 'insufficient_user_authentication', acr_values: 'urn:mfa' } },
+      { scheme: 'basic', params: { realm: 'x' } },
+    ]);
   });
 
   it('lowercases schemes and parameter names; the first of a repeated parameter wins', () => {
