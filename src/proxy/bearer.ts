@@ -153,6 +153,9 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // Before any refresh or exchange: a session that cannot call this route gains nothing from one.
     if (route.dpop && !current.tokens.dpopKey) throw notBound();
 
+    // The cooldown is claimed once per renewal: a second round (an exchange route whose first
+    // round refreshed the session's own token) must not find its own claim and give up.
+    let claimed = false;
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
@@ -161,7 +164,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
       // is not refreshed again on the next call.
-      if (isRefused && !(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
+      if (isRefused && !claimed) {
+        if (!(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
+        claimed = true;
+      }
       const { fn, needsRefreshToken } = renewal(current.tokens as TokenSet, route, auth.sub);
       current = await refresher.refresh(session.digest, current, fn, { handle: auth.handle, needsRefreshToken });
     }
