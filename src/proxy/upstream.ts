@@ -188,6 +188,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
       if (staleConnection(err, req as Retriable, res)) {
         (req as Retriable)[RESENT] = true;
+        // A new proof too: the upstream may have read the first one (its jti is spent).
+        const proofs = (req as Retriable)[DPOP];
+        if (proofs !== undefined) addProof(req, proofs.attachment);
         // The same proxy again (keeping the 401 retry, if any), with an empty stand-in body:
         // the agent has dropped the dead socket, so this goes out on another one.
         resend(req, res as http.ServerResponse)?.catch((again: unknown) => {

@@ -9,14 +9,18 @@
  * sees the answer, not a 502. A request with a body is not (it may have been half-read), nor one
  * that failed on a fresh connection.
  *
- * Mutation check: make `staleConnection` in src/proxy/upstream-call.ts return false → the first two
- * tests get 502 bad_gateway.
+ * Mutation checks: make `staleConnection` in src/proxy/upstream-call.ts return false → the
+ * body-less tests get 502 bad_gateway. In src/proxy/upstream.ts on.error, drop the
+ * `if (proofs !== undefined) addProof(...)` before the resend → "sends a DPoP call again with a
+ * new proof" fails (the resend carried the first proof's jti).
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody } from '../../support/assertions.js';
+import { signIn } from '../../support/drive-login.js';
+import { decodeJwt } from 'jose';
 
 const csrf = { 'x-csrf': '1' };
 let upstream: http.Server;
@@ -26,6 +30,8 @@ let answered = 0;
 let dropped = 0;
 /** The method of every request the upstream received (answered or not). */
 let seen: string[] = [];
+/** The `jti` of the DPoP proof of every request the upstream received that carried one. */
+let proofJtis: string[] = [];
 /** When set, the upstream drops every connection at its first request too (a crashing upstream). */
 let dropEverything = false;
 
@@ -35,6 +41,7 @@ beforeAll(async () => {
     const n = (served.get(req.socket) ?? 0) + 1;
     served.set(req.socket, n);
     seen.push(req.method ?? '?');
+    if (typeof req.headers.dpop === 'string') proofJtis.push(String(decodeJwt(req.headers.dpop).jti));
     if (n > 1 || dropEverything) {
       dropped += 1;
       req.socket.destroy();
@@ -54,6 +61,7 @@ beforeAll(async () => {
       routes: [
         { path: '/open', target, auth: 'none' },
         { path: '/client-like', target, auth: 'none', stripPrefix: true },
+        { path: '/bound', target, auth: 'user', dpop: true },
       ],
     },
   });
@@ -69,7 +77,20 @@ beforeEach(() => {
   answered = 0;
   dropped = 0;
   seen = [];
+  proofJtis = [];
   dropEverything = false;
+});
+
+it('sends a DPoP call again with a new proof: the upstream may have read the first one', async () => {
+  const browser = new BrowserClient();
+  await signIn(browser, stack.gateway.url);
+  for (let i = 0; i < 5; i++) {
+    const res = await browser.get(`${stack.gateway.url}/bound/echo`, { headers: csrf });
+    expect(res.status).toBe(200);
+  }
+  expect(dropped).toBeGreaterThan(0);
+  expect(proofJtis).toHaveLength(answered + dropped);
+  expect(new Set(proofJtis).size).toBe(proofJtis.length);
 });
 
 it('sends a body-less request again on a fresh connection when its pooled one was closed under it', async () => {
