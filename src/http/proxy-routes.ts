@@ -133,10 +133,14 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           // a still-current token, once per cooldown, shared in Redis); otherwise 'pass': the
           // upstream's 401 goes to the browser unchanged. An API key is not renewed.
           ...(route.auth !== 'apiKey' ? { retry: retryFor(route) } : {}),
-          onLongLived(req: Owned, res, kind) {
-            // Only a call made for a session is held with it.
-            if (req[OWNER] !== undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
-          },
+          // Only a call made for a session is held with it: routes that read none are not asked.
+          ...(needsSession(route)
+            ? {
+                onLongLived(req: Owned, res: ServerResponse, kind: 'event-stream' | 'open-ended') {
+                  if (req[OWNER] !== undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
+                },
+              }
+            : {}),
           onError(err, req, res) {
             // A GatewayError here comes from the refresh before a retry (e.g. the grant is gone),
             // not from the upstream.

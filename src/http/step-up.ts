@@ -32,7 +32,7 @@ export interface StepUp {
 export interface StepUpDeps {
   config: Config;
   clock: () => number;
-  /** The session digest of a request's cookie (no Redis): for the listener, on the rare upstream challenge. */
+  /** The session a request was served for (no Redis): for the listener, on the rare upstream challenge. */
   sessionDigestOf: (req: IncomingMessage) => string | undefined;
   listener?: StepUpListener;
 }

@@ -72,7 +72,7 @@ export interface Credential {
  * 'pass': no retry, the upstream's answer goes to the browser as it is. One per route: what the
  * call needs rides on the request, so nothing is built per call for a retry that rarely comes.
  */
-export type Retry = (req: http.IncomingMessage, res: http.ServerResponse, refused: Credential) => Promise<Credential | undefined | 'pass'>;
+export type Retry = (req: http.IncomingMessage, res: http.ServerResponse, refused: Credential) => Promise<Credential | 'pass'>;
 
 export interface Upstream {
   forward(req: http.IncomingMessage, res: http.ServerResponse, credential: Credential | undefined): Promise<void>;
@@ -155,9 +155,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req), htu };
   }
 
+  // HPM's options. The middleware it returns is never called (forward() calls the proxy server it
+  // builds, which a plugin below captures): only its plugins and event handlers are used.
   const base = {
-    // The URL parsed once: given a string, http-proxy-middleware (IPv6 check) and httpxy would
-    // each parse it again on every call.
     target,
     changeOrigin: true,
     xfwd: false,
@@ -166,7 +166,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     ws: false,
     agent,
     ejectPlugins: true,
-    pathRewrite: upstreamTarget,
   };
   type ProxyServer = { web(req: http.IncomingMessage, res: http.ServerResponse, opts: object): Promise<void> };
   let server: ProxyServer | undefined;
@@ -243,7 +242,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         if (proxyRes.statusCode === 401 && options.stepUp) {
           const stepUp = options.stepUp(req, proxyRes.headers['www-authenticate']);
           if (stepUp) {
-            (req as Retriable)[RETRY] = undefined;
             proxyRes.resume();
             trace?.answered(req, 401);
             options.onError(stepUp, req, res);
@@ -267,8 +265,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
             proxyRes.resume();
             delete req.headers[refused.header];
             if (req.headers.dpop !== undefined) delete req.headers.dpop;
-            if (credential) req.headers[credential.header] = credential.value;
-            if (credential?.dpop) addProof(req, credential.dpop);
+            req.headers[credential.header] = credential.value;
+            if (credential.dpop) addProof(req, credential.dpop);
             // req was consumed by the first attempt; an empty stream stands in for its body.
             return resend(req, res);
           })
