@@ -62,6 +62,8 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const ownHeaders = securityHeaders({ providerOrigin: new URL(config.oidc.issuer).origin });
 
   const requestMetrics = createRequestMetrics(runtime.metrics, config);
+  // One reader (one cookie memo) for proxied calls, WebSocket upgrades and GET /auth/events.
+  const readSession = createSessionReader(config, runtime.records);
   const requestTracing = runtime.tracing.enabled ? createRequestTracing(runtime.tracing, config.server.authPath) : undefined;
   // A proxied call that failed comes through Express only to be answered by the error handler.
   app.use((req: Failed, _res, next) => next(req[FAILED]?.error));
@@ -73,6 +75,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   app.use(requestMetrics.middleware);
   // Proxied answers are the upstream's own: they pass through without the gateway's headers.
   const proxy = createProxyRoutes(runtime, {
+    readSession,
     meter: requestMetrics.meter,
     ...(requestTracing ? { tracing: requestTracing } : {}),
     // An upstream's step-up challenge also goes to the session's GET /auth/events (every tab).
@@ -137,7 +140,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   );
 
   // GET /auth/events: the session's events as server-sent events (issue 16).
-  const events = createEventsRoute({ ...runtime, ...options.eventStream, readSession: createSessionReader(config, runtime.records) });
+  const events = createEventsRoute({ ...runtime, ...options.eventStream, readSession });
   runtime.onClose(() => events.close());
   app.use(config.server.authPath, events);
 

@@ -27,7 +27,7 @@ import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js'
 import { canonicalTarget } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
-import { clearSessionCookie, createSessionReader } from './session-cookie.js';
+import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {
@@ -45,6 +45,8 @@ export interface ProxyHooks {
   stepUpRequired?: StepUpListener;
   /** Request spans, when tracing is on (request-tracing.ts); absent: no per-call work. */
   tracing?: RequestTracing;
+  /** The cookie-verifying session reader, shared with the gateway's other readers (one memo). */
+  readSession: SessionReader;
 }
 
 /** The session a call ran for (proxy/streams.ts: its long-lived answer is closed when it ends). */
@@ -158,7 +160,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     }),
   );
 
-  const readSession = createSessionReader(config, runtime.records);
+  const { readSession } = hooks;
   const websockets = createUpgradeHandler({
     config,
     match,

@@ -189,7 +189,9 @@ export function createCookieVerifier(name: string, secrets: readonly string[], s
  * express-session's per-request machinery (Session objects, change hashing, response hooks) is
  * not needed on a path that never writes the session, and it costs more than the proxying.
  */
-export function createSessionReader(config: Config, records: SessionRecords) {
+export type SessionReader = (req: IncomingMessage) => Promise<LoadedSession | undefined>;
+
+export function createSessionReader(config: Config, records: SessionRecords): SessionReader {
   const verify = createCookieVerifier(config.derived.sessionCookieName, config.session.secrets);
   return async function readSession(req: IncomingMessage): Promise<LoadedSession | undefined> {
     const cookie = verify(req.headers.cookie);
