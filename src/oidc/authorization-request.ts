@@ -7,6 +7,7 @@
 import * as oidc from 'openid-client';
 import type { OidcConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
+import { fromPushError } from './errors.js';
 
 /** OIDC Core §3.1.2.1 prompt values, plus `create` (Initiating User Registration 1.0). */
 export const PROMPT_VALUES = ['none', 'login', 'consent', 'select_account', 'create'] as const;
@@ -108,15 +109,4 @@ export async function authorizationUrl(configuration: oidc.Configuration, params
   } catch (err) {
     throw fromPushError(err);
   }
-}
-
-/**
- * A refused push (RFC 9126 §2.3: e.g. invalid_request for a parameter the provider will not
- * take) is the request's fault: 400. Anything else (network, timeout, 5xx) is the provider's.
- */
-function fromPushError(err: unknown): GatewayError {
-  if (err instanceof oidc.ResponseBodyError && err.status >= 400 && err.status < 500 && err.error !== 'invalid_client') {
-    return new GatewayError('invalid_request', { cause: err, description: 'The identity provider refused this sign-in request.' });
-  }
-  return new GatewayError('provider_unavailable', { cause: err });
 }

@@ -60,6 +60,21 @@ export function classifyGrantFailure(err: unknown): GrantFailure {
 }
 
 /** A refresh failed: a grant that ended ends the session (login_required), anything else keeps it. */
+/**
+ * A refused push (RFC 9126 §2.3: e.g. invalid_request for a parameter the provider will not
+ * take) is the request's fault: 400, whether or not the refusal came as a JSON error body.
+ * Anything else (the gateway's own client refused, rate limits, network, timeout, 5xx) is the
+ * provider's.
+ */
+export function fromPushError(err: unknown): GatewayError {
+  const { status, error } = providerAnswer(err);
+  const refusedRequest =
+    status !== undefined && status >= 400 && status < 500 && error !== 'invalid_client' && (error !== undefined || (status !== 401 && status !== 429));
+  return refusedRequest
+    ? new GatewayError('invalid_request', { cause: err, description: 'The identity provider refused this sign-in request.' })
+    : new GatewayError('provider_unavailable', { cause: err });
+}
+
 export function fromRefreshError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   const failure = classifyGrantFailure(err);

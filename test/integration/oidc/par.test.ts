@@ -6,6 +6,9 @@
  * Mutation that fails this file: in src/oidc/authorization-request.ts usePushedRequest, change
  * `return mode === 'always' || (mode === 'auto' && (offered || required));` to
  * `return mode === 'always';` (auto no longer pushes: the browser's URL carries every parameter).
+ * And in src/oidc/errors.ts fromPushError, `(error !== undefined || (status !== 401 && status !== 429))`
+ * → `error !== undefined` (only JSON refusals, as 0.5.0 read them): "answers the same to a
+ * refusal that is not JSON" fails (a plain-text 400 became 503 provider_unavailable).
  */
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
@@ -220,5 +223,20 @@ describe('a push the provider refuses', () => {
     expect(front.count('POST', '/request')).toBe(1);
     // The provider's own words stay out of the browser's answer.
     expect(res.text).not.toContain('"no"');
+  });
+
+  it("answers the same to a refusal that is not JSON; a 5xx or a bare 401 is the provider's", async () => {
+    for (const [answer, code, status] of [
+      [{ status: 400, headers: { 'content-type': 'text/plain' }, body: 'Bad Request' }, 'invalid_request', 400],
+      [{ status: 400, body: '' }, 'invalid_request', 400],
+      [{ status: 401, headers: { 'content-type': 'text/html' }, body: '<h1>401</h1>' }, 'provider_unavailable', 503],
+      [{ status: 502, headers: { 'content-type': 'text/html' }, body: '<h1>bad gateway</h1>' }, 'provider_unavailable', 503],
+    ] as const) {
+      front.intercept((req) => (req.method === 'POST' && req.path === '/request' ? answer : undefined));
+      const res = await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { accept: 'application/json' } });
+      expectErrorBody(res, code, status);
+      expect(res.text).not.toContain('Bad Request');
+    }
+    front.intercept((req) => (req.method === 'POST' && req.path === '/request' ? oauthError(400, 'invalid_request', 'no') : undefined));
   });
 });
