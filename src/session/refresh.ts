@@ -92,13 +92,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const pollIntervalMs = options.pollIntervalMs ?? 50;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
-    // A kept set written later (by flush or the background retry) is a refresh stored like any
-    // other: other instances hear of it (their held sessions' idle deadlines move).
-    write: async (digest, seenVersion, next) => {
-      const result = await records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) });
-      if (result === 'written') options.onRefreshed?.(digest);
-      return result;
-    },
+    write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
     ...(options.unsavedRetryMs !== undefined ? { retryMs: options.unsavedRetryMs } : {}),
   });
 
@@ -170,6 +164,9 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     const kept = await unsaved.flush(digest, seen.version);
     if (kept) {
       options.onRefresh?.('success', context);
+      // Told like any refresh: written within a call, which has just slid the idle TTL. (The
+      // background retry's write is not: it keeps the TTL, so it is no activity to announce.)
+      options.onRefreshed?.(digest);
       return kept;
     }
     const deadline = Date.now() + maxWaitMs;

@@ -112,8 +112,8 @@ describe('single-flight refresh across processes', () => {
   });
 
   it('tells of a set it could not write at first once it is written (onRefreshed), like any stored refresh', async () => {
-    // Mutation check: in src/session/refresh.ts, drop `if (result === 'written') options.onRefreshed?.(digest);`
-    // from the kept set's write: no instance hears of the refresh, and this fails.
+    // Mutation check: in src/session/refresh.ts coordinate(), drop `options.onRefreshed?.(digest);`
+    // after the kept set's flush: no instance hears of the refresh, and this fails.
     const redis = new Redis(redisUrlForTests(), { lazyConnect: false, maxRetriesPerRequest: 1 });
     clients.push(redis);
     const records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
