@@ -45,7 +45,9 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
   } catch (err) {
     throw refuse('it is not a signed JWT', err);
   }
-  if (header.typ !== undefined && !ACCEPTED_TYP.has(header.typ.toLowerCase())) throw refuse('its typ is not logout+jwt or JWT');
+  // decodeProtectedHeader checks only that the header is a JSON object: typ may be anything.
+  const typ: unknown = header.typ;
+  if (typ !== undefined && (typeof typ !== 'string' || !ACCEPTED_TYP.has(typ.toLowerCase()))) throw refuse('its typ is not logout+jwt or JWT');
   let payload;
   try {
     ({ payload } = await jwtVerify(token, jwks, {

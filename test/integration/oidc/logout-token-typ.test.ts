@@ -46,6 +46,21 @@ describe('logout token typ', () => {
     expect(await userStatus(alice)).toBe(200);
   });
 
+  // Fails if, in oidc/logout-token.ts, `typeof typ !== 'string' ||` is removed: a typ
+  // that is not a string threw a TypeError there, answered 500.
+  it.each<[string, unknown]>([
+    ['a number', 1],
+    ['null', null],
+    ['true', true],
+    ['an array', ['logout+jwt']],
+    ['an object', { typ: 'logout+jwt' }],
+  ])('a typ that is %s is refused with 400 and ends nothing', async (_name, typ) => {
+    const alice = await signedInAs('alice');
+    const token = await stack.provider.signLogoutToken({ sub: 'alice' }, { header: { typ } });
+    expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
+    expect(await userStatus(alice)).toBe(200);
+  });
+
   it("accepting JWT does not let the provider's own ID token pass as a logout token", async () => {
     const alice = await signedInAs('alice');
     const cookie = alice.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string;
