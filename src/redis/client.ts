@@ -5,6 +5,7 @@
  */
 import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
+import { enforceCommandDeadlines, type CommandDeadlines } from './deadlines.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -20,7 +21,6 @@ export interface CreateRedisOptions {
 
 export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}): RedisClient {
   const common: RedisOptions = {
-    commandTimeout: cfg.commandTimeoutMs,
     connectTimeout: Math.max(cfg.commandTimeoutMs, 2000),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -36,7 +36,8 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
   let client: RedisClient;
   if (cfg.cluster) {
     const clusterOptions: ClusterOptions = {
-      redisOptions: common,
+      // A cluster's node clients come and go with its topology: ioredis's own per-command timer.
+      redisOptions: { ...common, commandTimeout: cfg.commandTimeoutMs },
       enableOfflineQueue: false,
       lazyConnect: true,
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
@@ -61,12 +62,25 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
   }
   // Without a listener ioredis prints every reconnect error to stderr, bypassing redaction.
   client.on('error', (err: Error) => options.onError?.(err));
-  if (client instanceof Redis) reviveAfterFailover(client);
+  if (client instanceof Redis) {
+    withDeadlines(client, cfg.commandTimeoutMs);
+    reviveAfterFailover(client);
+  }
   return client;
 }
 
 /** Clients this process closes on purpose (closeRedis, disconnectRedis): never revived. */
 const closing = new WeakSet<RedisClient>();
+/** Each single-node client's command deadlines (redis/deadlines.ts), and their timeout. */
+const deadlines = new WeakMap<RedisClient, CommandDeadlines & { timeoutMs: number }>();
+
+function withDeadlines(client: Redis, timeoutMs: number): void {
+  deadlines.set(client, { ...enforceCommandDeadlines(client, timeoutMs), timeoutMs });
+}
+
+function stopDeadlines(client: RedisClient): void {
+  deadlines.get(client)?.stop();
+}
 
 /**
  * ioredis's failoverDetector can end a Sentinel client for good: a +switch-master that lands
@@ -92,6 +106,7 @@ function reviveAfterFailover(client: Redis): void {
 /** Ends a client at once (the bus's subscriber); a Sentinel client is not revived after it. */
 export function disconnectRedis(client: RedisClient): void {
   closing.add(client);
+  stopDeadlines(client);
   client.disconnect();
 }
 
@@ -151,13 +166,17 @@ export async function closeRedis(client: RedisClient): Promise<void> {
   // quit() holds the process for its 2 s timeout. disconnect() alone still ends the socket
   // gracefully (a FIN after what was written): Redis answers what it got first.
   if (!(client instanceof Cluster) && client.options.failoverDetector) {
+    stopDeadlines(client);
     client.disconnect();
     return;
   }
   try {
+    // Still under its deadline: a stalled Redis fails the QUIT instead of holding the stop.
     await client.quit();
   } catch {
     client.disconnect();
+  } finally {
+    stopDeadlines(client);
   }
 }
 
@@ -172,6 +191,8 @@ export function createSubscriber(client: RedisClient): RedisClient {
   // Two calls: Redis and Cluster each have their own duplicate(), and the union has no common signature.
   if (client instanceof Cluster) return client.duplicate();
   const subscriber = client.duplicate();
+  const timeoutMs = deadlines.get(client)?.timeoutMs;
+  if (timeoutMs !== undefined) withDeadlines(subscriber, timeoutMs);
   reviveAfterFailover(subscriber);
   return subscriber;
 }
