@@ -30,7 +30,10 @@ export type PathRefusalReason =
   | 'double_encoding'
   | 'control_character'
   | 'empty_segment'
-  | 'malformed_escape';
+  | 'malformed_escape'
+  // Not the path's own form but the routes': it names, in another letter case, a more specific
+  // route than the one it matches (proxy/routes.ts).
+  | 'case_ambiguous';
 
 export interface PathRefusal {
   readonly refused: PathRefusalReason;

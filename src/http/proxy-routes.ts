@@ -24,7 +24,7 @@ import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
-import { canonicalTarget } from '../proxy/canonical-path.js';
+import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
@@ -214,6 +214,10 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     const path = pathOf(req.url);
     const route = path === undefined ? undefined : match(path);
     if (!route || path === undefined) return false;
+    if ('refused' in route) {
+      hooks.fail(req, res, refusedPath(route));
+      return true;
+    }
     hooks.meter(req, res, route.path);
     if (tracing) tracing.proxyCall(req, res, route.path, () => serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err)));
     else serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err));
@@ -224,7 +228,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   function upgradeRoute(url: string | undefined): string | undefined {
     const target = canonicalTarget(url);
     const path = typeof target === 'string' ? pathOf(target) : undefined;
-    return path === undefined ? undefined : match(path)?.path;
+    const route = path === undefined ? undefined : match(path);
+    return route === undefined || 'refused' in route ? undefined : route.path;
   }
   const upgrade: UpgradeHandler = tracing
     ? (req, socket, head) => tracing.upgrade(req, socket, upgradeRoute(req.url), () => websockets.handle(req, socket, head))

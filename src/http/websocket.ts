@@ -74,6 +74,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     req.url = target;
     const q = target.indexOf('?');
     const route = deps.match(q === -1 ? target : target.slice(0, q));
+    if (route !== undefined && 'refused' in route) throw refusedPath(route);
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);

@@ -8,9 +8,16 @@
  * are the same place. Config route paths are canonical too (the schema says so) and compared
  * in the same decoded form. Decoding never produces a "/", so segment boundaries are the same
  * in both forms.
+ *
+ * Matching is by exact case, but many upstreams route without regard to case (Express, ASP.NET,
+ * IIS, koa-router): with routes `/api` and `/api/admin` (scopes, step-up), `/api/ADMIN/users`
+ * matches `/api` here and reaches the admin handler there, past the admin route's checks. A
+ * path that names a more specific route than its match in another case is refused
+ * (`case_ambiguous`), the way canonical-path.ts refuses what neighbours read differently.
+ * Only routes with such a route below them, in some case, pay for the check.
  */
 import type { RouteConfig } from '../config/schema.js';
-import { decodePath } from './canonical-path.js';
+import { decodePath, type PathRefusal } from './canonical-path.js';
 
 export interface CompiledRoute extends RouteConfig {
   /** The target's origin (scheme, host, port), parsed once: e.g. whose DPoP nonce applies. */
@@ -19,7 +26,11 @@ export interface CompiledRoute extends RouteConfig {
   upstreamPath(requestPath: string): string;
 }
 
-export type RouteMatcher = (canonicalPath: string) => CompiledRoute | undefined;
+/** A path that reads as a more specific route to an upstream that ignores letter case. */
+export const CASE_AMBIGUOUS: PathRefusal = Object.freeze({ refused: 'case_ambiguous' });
+
+/** The route for a canonical path, a refusal (CASE_AMBIGUOUS), or undefined (no route). */
+export type RouteMatcher = (canonicalPath: string) => CompiledRoute | PathRefusal | undefined;
 
 function segmentCount(path: string): number {
   let count = 0;
@@ -51,16 +62,50 @@ export function compileRoute(route: RouteConfig, globalDpop = false): CompiledRo
   };
 }
 
+/** `path` is `prefix` or below it, on a segment boundary. */
+function under(path: string, prefix: string): boolean {
+  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f);
+}
+
+/**
+ * A decoded path as an upstream that ignores case compares it: UTF-8 read as text (decoded
+ * paths are byte strings), then full case folding both ways, so that `K` (Kelvin), `ſ` and
+ * `ß` meet `k`, `s` and `ss` as well. Folding more than a given upstream does only refuses more.
+ */
+function foldCase(decoded: string): string {
+  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase();
+}
+
+interface Entry {
+  route: CompiledRoute;
+  decoded: string;
+  /** Longer routes whose folded path is under this one's: what this route's matches may name. */
+  shadows: readonly string[];
+}
+
 export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false): { routes: CompiledRoute[]; match: RouteMatcher } {
   const compiled = routes
     .map((route) => ({ route: compileRoute(route, globalDpop), decoded: decodePath(route.path) }))
     .sort((a, b) => b.decoded.length - a.decoded.length);
+  const entries: Entry[] = compiled.map(({ route, decoded }) => {
+    const folded = foldCase(decoded);
+    const shadows = compiled
+      .filter((other) => other.decoded.length > decoded.length)
+      .map((other) => foldCase(other.decoded))
+      .filter((other) => other !== folded && under(other, folded));
+    return { route, decoded, shadows };
+  });
   return {
     routes: compiled.map((c) => c.route),
     match(canonicalPath) {
       const path = decodePath(canonicalPath);
-      for (const { route, decoded } of compiled) {
-        if (path.startsWith(decoded) && (path.length === decoded.length || path.charCodeAt(decoded.length) === 0x2f)) return route;
+      for (const { route, decoded, shadows } of entries) {
+        if (!under(path, decoded)) continue;
+        if (shadows.length === 0) return route;
+        // Only longer routes can shadow this match, and the exact match already missed them.
+        const folded = foldCase(path);
+        for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;
+        return route;
       }
       return undefined;
     },

@@ -4,6 +4,7 @@
  * containers and nginx do. Requests are written raw: fetch would normalise them before sending.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import express from 'express';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { rawExchange, type RawRequest } from '../../support/raw-http.js';
@@ -73,6 +74,28 @@ describe('route confusion', () => {
     const ok = await send('/api/%75sers/%7Ealice');
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.text)).toMatchObject({ handler: 'user', url: '/api/users/~alice', resolved: '/api/users/~alice' });
+  });
+
+  // Fails if, in proxy/routes.ts `match`, the line
+  // `for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;` is removed.
+  it('refuses a path naming the admin route in another case, which an Express upstream serves there', async () => {
+    // Express routes without regard to case (its default): the hazard is real.
+    const app = express();
+    app.get('/api/admin/*rest', (_req, res) => void res.json({ handler: 'admin' }));
+    app.use((_req, res) => void res.json({ handler: 'user' }));
+    decoding.setHandler(app);
+    expect(await (await fetch(`${decoding.url}/api/ADMIN/users`)).json()).toEqual({ handler: 'admin' });
+    decoding.reset();
+    decoding.setHandler(app);
+
+    for (const target of ['/api/ADMIN/users', '/api/Admin', '/api/%41dmin/users']) {
+      const res = await send(target);
+      expect([target, res.status]).toEqual([target, 400]);
+      expectErrorBody(res, 'invalid_request', 400);
+    }
+    expect(decoding.requests).toHaveLength(0);
+    const ok = await send('/api/ADMINS/x');
+    expect(JSON.parse(ok.text)).toEqual({ handler: 'user' });
   });
 
   it('forwards an encoded spelling of a route to that route, as the canonical path', async () => {

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ConfigError, parseConfig } from '../../../src/config/load.js';
-import { compileRoutes } from '../../../src/proxy/routes.js';
+import { routeMatcher } from '../../support/routes.js';
 import { providerAcceptsDpop } from '../../../src/oidc/dpop.js';
 
 function doc(routes: unknown[], oidc: Record<string, unknown> = {}) {
@@ -37,7 +37,7 @@ describe('DPoP and token exchange config', () => {
     expect(parseConfig(doc([route({})]), { env: {} }).derived.dpop).toBe(false);
     const cfg = parseConfig(doc([route({ dpop: true }), { ...route({}), path: '/other' }]), { env: {} });
     expect(cfg.derived.dpop).toBe(true);
-    const { match } = compileRoutes(cfg.routes, cfg.oidc.dpop);
+    const match = routeMatcher(cfg.routes, cfg.oidc.dpop);
     expect(match('/api/x')?.dpop).toBe(true);
     expect(match('/other/x')?.dpop).toBe(false);
   });
@@ -56,7 +56,7 @@ describe('DPoP and token exchange config', () => {
       { env: {} },
     );
     expect(cfg.derived.dpop).toBe(true);
-    const { match } = compileRoutes(cfg.routes, cfg.oidc.dpop);
+    const match = routeMatcher(cfg.routes, cfg.oidc.dpop);
     expect(['/api', '/opt', '/cc', '/ledger'].map((p) => match(p)?.dpop)).toEqual([true, true, false, false]);
   });
 

@@ -1,14 +1,24 @@
 /**
  * The canonical request path (SPEC §4): fixed cases from the review, and properties against
  * model upstreams: for any generated path, the route the gateway picks equals the route each
- * model upstream resolves the forwarded path to, or the request is refused.
+ * model upstream resolves the forwarded path to, or the request is refused. Each model also
+ * runs as an upstream that ignores letter case (Express, ASP.NET, IIS).
+ *
+ * The case-insensitive properties fail if, in proxy/routes.ts `match`, the line
+ * `for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;` is removed.
  */
 import fc from 'fast-check';
 import { routeSchema } from '../../../src/config/schema.js';
 import { canonicalPath, canonicalTarget, decodePath, refusedPath } from '../../../src/proxy/canonical-path.js';
-import { compileRoutes } from '../../../src/proxy/routes.js';
+import { compileRoutes, type RouteMatcher } from '../../../src/proxy/routes.js';
+import { routeMatcher } from '../../support/routes.js';
 
 const route = (path: string, extra: Record<string, unknown> = {}) => routeSchema.parse({ path, target: 'http://up.internal', ...extra });
+/** The matched route's path, 'refused', or undefined (no route). */
+const picked = (match: RouteMatcher, canonical: string) => {
+  const found = match(canonical);
+  return found !== undefined && 'refused' in found ? 'refused' : found?.path;
+};
 
 describe('canonical path: fixed cases', () => {
   it.each([
@@ -93,14 +103,36 @@ describe('routes on the canonical path', () => {
   const { match } = compileRoutes([route('/api'), route('/api/admin', { scopes: ['admin:write'] }), route('/api/a!b'), route('/api/x%21y')]);
   const pick = (raw: string) => {
     const canonical = canonicalPath(raw);
-    return typeof canonical === 'string' ? match(canonical)?.path : canonical;
+    return typeof canonical === 'string' ? picked(match, canonical) : canonical;
   };
 
   it('sends an encoded spelling of the admin route to the admin route, with its scopes', () => {
     expect(pick('/api/%61dmin/users')).toBe('/api/admin');
-    expect(match(canonicalPath('/api/%61dmin/users') as string)?.scopes).toEqual(['admin:write']);
-    expect(pick('/api/ADMIN/users')).toBe('/api');
+    expect((match(canonicalPath('/api/%61dmin/users') as string) as { scopes?: string[] }).scopes).toEqual(['admin:write']);
     expect(pick('/api/adminx')).toBe('/api');
+  });
+
+  it('refuses a path that names the admin route in another case: a case-blind upstream serves it there', () => {
+    expect(pick('/api/ADMIN/users')).toBe('refused');
+    expect(pick('/api/Admin')).toBe('refused');
+    expect(pick('/api/%41dmin/users')).toBe('refused');
+    expect(pick('/API/admin')).toBeUndefined();
+    expect(pick('/api/ADMINX')).toBe('/api');
+    expect(refusedPath(match('/api/ADMIN') as { refused: 'case_ambiguous' })).toMatchObject({ code: 'invalid_request', status: 400 });
+  });
+
+  it('folds case beyond ASCII, as a Unicode-aware upstream does', () => {
+    const { match: m } = compileRoutes([route('/api'), route('/api/caf%C3%A9'), route('/api/kelvin'), route('/api/stra%C3%9Fe')]);
+    expect(picked(m, '/api/CAF%C3%89')).toBe('refused');
+    expect(picked(m, '/api/%E2%84%AAelvin')).toBe('refused');
+    expect(picked(m, '/api/STRASSE')).toBe('refused');
+    expect(picked(m, '/api/cafe')).toBe('/api');
+  });
+
+  it('costs nothing for routes with no route below them in any case', () => {
+    const { match: m } = compileRoutes([route('/api'), route('/live'), route('/API2')]);
+    expect(picked(m, '/api/ADMIN')).toBe('/api');
+    expect(picked(m, '/Live')).toBeUndefined();
   });
 
   it('matches escapes that remain the way a decoding upstream reads them, both ways round', () => {
@@ -111,7 +143,7 @@ describe('routes on the canonical path', () => {
   });
 
   it('strips a prefix by segments, not by characters', () => {
-    const { match: m } = compileRoutes([route('/api/a!b', { stripPrefix: true })]);
+    const m = routeMatcher([route('/api/a!b', { stripPrefix: true })]);
     const path = canonicalPath('/api/a%21b/rest') as string;
     expect(path).toBe('/api/a%21b/rest');
     expect(m(path)?.upstreamPath(path)).toBe('/rest');
@@ -185,12 +217,16 @@ const MODELS: Record<string, (path: string) => string> = {
 };
 
 const ROUTES = ['/api', '/api/admin', '/api/admin/keys', '/api/a!b', '/api/caf%C3%A9', '/live'];
-/** How an upstream serving all these routes picks one for a path it resolved itself: longest prefix, by segments. */
-function upstreamRoute(resolved: string): string | undefined {
-  const candidates = ROUTES.filter((p) => {
-    const decoded = decodePath(p);
-    return resolved === decoded || resolved.startsWith(`${decoded}/`);
-  });
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** Byte string (one char per byte) to text, as an upstream decodes UTF-8. */
+const utf8 = (bytes: string) => Buffer.from(bytes, 'latin1').toString('utf8');
+/**
+ * How an upstream serving all these routes picks one for a path it resolved itself: longest
+ * prefix, by segments. `i`: as Express does (path-to-regexp, a case-insensitive RegExp over the
+ * decoded text), not as the gateway folds.
+ */
+function upstreamRoute(resolved: string, flags = ''): string | undefined {
+  const candidates = ROUTES.filter((p) => new RegExp(`^${escapeRegExp(utf8(decodePath(p)))}(?:/|$)`, flags).test(utf8(resolved)));
   return candidates.sort((a, b) => decodePath(b).length - decodePath(a).length)[0];
 }
 
@@ -211,13 +247,13 @@ const piece = fc.oneof(
 );
 const segment = fc.oneof({ weight: 8, arbitrary: fc.array(piece, { minLength: 1, maxLength: 3 }).map((p) => p.join('')) }, { weight: 1, arbitrary: fc.constant('') });
 // Half of the paths start like a route (in some spelling), so that every route gets picked.
-const start = fc.constantFrom('', '/api', '/api/admin', '/api/%61dmin', '/ap%69/adm%69n', '/api/a%21b', '/api/caf%C3%A9', '/api/caf\u00c3\u00a9', '/live');
+const start = fc.constantFrom('', '/api', '/api/admin', '/api/%61dmin', '/ap%69/adm%69n', '/api/a%21b', '/api/caf%C3%A9', '/api/caf\u00c3\u00a9', '/live', '/API', '/api/ADMIN', '/api/Admin/KEYS', '/api/CAF%C3%89', '/api/admin/keys');
 const mixed = fc
   .tuple(start, fc.array(segment, { minLength: 1, maxLength: 5 }))
   .map(([prefix, segments]) => `${prefix}/${segments.join('/')}`);
 // Whole segments from the routes' own vocabulary, so that `//`, dots and `;` land between them.
 const routeish = fc
-  .array(fc.constantFrom('api', 'admin', 'keys', 'live', 'x', '', '', '.', '..', '..;', ';x', '%61dmin', 'a!b', 'a%21b', '%2e%2e', '%2E', 'caf%C3%A9', 'admin\\..', '%5c'), { minLength: 1, maxLength: 5 })
+  .array(fc.constantFrom('api', 'admin', 'keys', 'live', 'x', '', '', '.', '..', '..;', ';x', '%61dmin', 'a!b', 'a%21b', '%2e%2e', '%2E', 'caf%C3%A9', 'admin\\..', '%5c', 'Admin', 'KEYS', '%41DMIN', 'A!B', 'CAF%C3%89'), { minLength: 1, maxLength: 5 })
   .map((segments) => `/${segments.join('/')}`);
 const path = fc.oneof(mixed, routeish);
 const runs = { numRuns: 3000 };
@@ -230,8 +266,8 @@ describe('canonical path: properties against model upstreams', () => {
     const accepted = sample.filter((p) => typeof canonicalPath(p) === 'string');
     expect(accepted.length).toBeGreaterThan(200);
     expect(accepted.filter((p) => canonicalPath(p) !== p).length).toBeGreaterThan(50);
-    const picked = new Set(accepted.map((p) => match(canonicalPath(p) as string)?.path));
-    expect([...picked].sort()).toEqual([...ROUTES, undefined].sort());
+    const outcomes = new Set(accepted.map((p) => picked(match, canonicalPath(p) as string)));
+    expect([...outcomes].sort()).toEqual([...ROUTES, 'refused', undefined].sort());
   });
 
   it.each(Object.keys(MODELS))('picks the route a %s upstream resolves the forwarded path to, or refuses', (model) => {
@@ -240,9 +276,25 @@ describe('canonical path: properties against model upstreams', () => {
       fc.property(path, (raw) => {
         const canonical = canonicalPath(raw);
         if (typeof canonical !== 'string') return;
-        expect(match(canonical)?.path).toBe(upstreamRoute(resolve(canonical)));
+        const outcome = picked(match, canonical);
+        // Refused only for a case the gateway cannot be sure of.
+        if (outcome === 'refused') expect(upstreamRoute(resolve(canonical), 'i')).not.toBe(upstreamRoute(resolve(canonical)));
+        else expect(outcome).toBe(upstreamRoute(resolve(canonical)));
         // Canonicalising never changes what the upstream would have made of the raw path.
         expect(resolve(canonical)).toBe(resolve(raw));
+      }),
+      runs,
+    );
+  });
+
+  it.each(Object.keys(MODELS))('picks the route a case-blind %s upstream resolves the forwarded path to, refuses, or does not proxy', (model) => {
+    const resolve = MODELS[model] as (p: string) => string;
+    fc.assert(
+      fc.property(path, (raw) => {
+        const canonical = canonicalPath(raw);
+        if (typeof canonical !== 'string') return;
+        const outcome = picked(match, canonical);
+        if (outcome !== 'refused' && outcome !== undefined) expect(outcome).toBe(upstreamRoute(resolve(canonical), 'i'));
       }),
       runs,
     );
