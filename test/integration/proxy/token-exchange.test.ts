@@ -142,6 +142,38 @@ describe('token exchange (RFC 8693)', () => {
     expect(gw.logs.some((l) => l.includes('"event":"token_exchange"') && l.includes('"outcome":"success"'))).toBe(true);
   });
 
+  // Fails if, in src/proxy/bearer.ts `userAccessToken`, `if (isRefused && !claimed)` becomes
+  // `if (isRefused)`: the second round finds the first round's cooldown claim and passes the 401.
+  it("renews an exchanged token the upstream refuses while the session's own token is due: refresh, then exchange, one retry", async () => {
+    const skew = config.tokens.refreshSkewSeconds;
+    const { client } = await signedIn();
+    // Access tokens live TEST_TTL.AccessToken (60 s); renewed within `skew` (30 s) of expiry.
+    // Exchanged 20 s after sign-in, the route's token outlives the session's own by 20 s ...
+    clock.advance(20);
+    expect((await client.get(`${gw.url}/ledger/x`, { headers: csrf })).status).toBe(200);
+    const refusedToken = bearerOf(ledger);
+    // ... so 11 s later the session's own is due and the route's is not: the call sends it, and
+    // the upstream refuses it once.
+    clock.advance(60 - skew - 20 + 1);
+    let refusals = 0;
+    ledger.setHandler((req, res) => {
+      req.resume();
+      if (String(req.headers.authorization) === `Bearer ${refusedToken}`) {
+        refusals++;
+        res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+    const before = { exchanges: exchanges(), refreshes: provider.counters.grants.refresh_token ?? 0 };
+    const res = await client.get(`${gw.url}/ledger/x`, { headers: csrf });
+    expect(res.status).toBe(200);
+    expect(refusals).toBe(1);
+    expect(bearerOf(ledger)).not.toBe(refusedToken);
+    expect(decodeJwt(bearerOf(ledger)).aud).toBe(LEDGER);
+    expect({ exchanges: exchanges() - before.exchanges, refreshes: (provider.counters.grants.refresh_token ?? 0) - before.refreshes }).toEqual({ exchanges: 1, refreshes: 1 });
+  });
+
   // Last: moves the shared test clock past every token's expiry.
   it('exchanges again after expiry, once across two instances (refreshing the session token first)', async () => {
     const { client } = await signedIn();
