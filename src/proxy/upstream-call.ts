@@ -12,11 +12,15 @@ import { responseHeaders } from './headers.js';
 import type { Credential } from './upstream.js';
 import { parseWwwAuthenticate } from './www-authenticate.js';
 
-/** GET, HEAD, OPTIONS, or DELETE without a body: safe to send twice. */
+/**
+ * GET, HEAD, OPTIONS or DELETE without a body: safe to send twice. The body is judged by the
+ * framing headers, whatever the method: a GET may carry one too, and a resend (empty stand-in
+ * body) of a request that announced N bytes would let the upstream read the next N bytes on
+ * that pooled connection, the gateway's next request, as its body: request smuggling.
+ */
 export function isBodyless(req: http.IncomingMessage): boolean {
   const method = req.method ?? 'GET';
-  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return true;
-  if (method !== 'DELETE') return false;
+  if (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS' && method !== 'DELETE') return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
 }

@@ -174,9 +174,16 @@ export function createUpstream(options: UpstreamOptions): Upstream {
    * http-proxy-middleware's own keys (plugins, handlers, path rewrite) stay out of it.
    */
   const callOptions = { target: proxyTarget(target), changeOrigin: true, xfwd: false, agent, selfHandleResponse: true };
-  /** The same request once more (req was consumed: an empty stream stands in for its body). */
-  const resend = (req: http.IncomingMessage, res: http.ServerResponse) =>
-    server?.web(req, res, { ...callOptions, buffer: Readable.from([]) });
+  /**
+   * The same request once more (req was consumed: an empty stream stands in for its body). Only
+   * body-less requests are resent; their framing headers go too, so that no stale length can
+   * ever make the upstream read the connection's next request as this one's body.
+   */
+  const resend = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (req.headers['content-length'] !== undefined) delete req.headers['content-length'];
+    if (req.headers['transfer-encoding'] !== undefined) delete req.headers['transfer-encoding'];
+    return server?.web(req, res, { ...callOptions, buffer: Readable.from([]) });
+  };
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
     // started answering is never cut by it.

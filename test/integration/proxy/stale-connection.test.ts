@@ -21,6 +21,7 @@ import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody } from '../../support/assertions.js';
 import { signIn } from '../../support/drive-login.js';
 import { decodeJwt } from 'jose';
+import { rawExchange } from '../../support/raw-http.js';
 
 const csrf = { 'x-csrf': '1' };
 let upstream: http.Server;
@@ -119,6 +120,17 @@ it('never sends a request with a body twice: it answers 502 bad_gateway', async 
   const res = await browser.post(`${stack.gateway.url}/open/echo`, { headers: csrf, json: { order: 1 } });
   expectErrorBody(res, 'bad_gateway', 502);
   expect(seen.filter((m) => m === 'POST')).toEqual(['POST']);
+});
+
+// Fails if, in src/proxy/upstream-call.ts isBodyless, GET is again body-less whatever its Content-Length.
+it('never sends a GET with a body twice either: 502 bad_gateway', async () => {
+  const browser = new BrowserClient();
+  expect((await browser.get(`${stack.gateway.url}/open/echo`, { headers: csrf })).status).toBe(200);
+  const res = await rawExchange(stack.gateway.url, { target: '/open/echo', headers: csrf, body: 'a body on a GET' });
+  expect(res.status).toBe(502);
+  expect(JSON.parse(res.text)).toMatchObject({ error: 'bad_gateway' });
+  expect(seen).toEqual(['GET', 'GET']);
+  expect(dropped).toBe(1);
 });
 
 it('does not resend what failed on a fresh connection (an upstream that drops everything): 502, one attempt', async () => {
