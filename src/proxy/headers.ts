@@ -36,6 +36,14 @@ export const IDENTITY_REQUEST_HEADERS: readonly string[] = [
 ];
 
 /**
+ * Expectations the gateway has already met (RFC 9110 §10.1.1): Node answered `100 Continue` to
+ * the browser before the request reached the gateway, so `Expect` means nothing to the upstream
+ * hop. Forwarded, it also made httpxy skip its proxyReq event, and with it the route's
+ * deadline (upstream.ts): the call waited on a silent upstream for ever.
+ */
+const MET_BY_GATEWAY: readonly string[] = ['expect'];
+
+/**
  * Never removed because `Connection` names them: they frame the message or name its target,
  * and the gateway, not the browser, decides those for the upstream hop (RFC 9110 §7.6.1 forbids
  * naming them anyway). Dropping Transfer-Encoding of a chunked body would desynchronise the
@@ -64,7 +72,7 @@ const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /*
 export function compileRequestHeaderStrip(
   extra: readonly string[] = [],
 ): (headers: IncomingHttpHeaders, skip?: (name: string) => boolean) => IncomingHttpHeaders {
-  const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => h.toLowerCase())]);
+  const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...MET_BY_GATEWAY, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => h.toLowerCase())]);
   strip.delete('connection');
   return (headers, skip) => {
     const connection = headers.connection;
