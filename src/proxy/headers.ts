@@ -3,6 +3,7 @@
  * reverse proxy sanitizes inbound security-relevant headers before setting its own.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { normaliseAddress } from '../config/cidr.js';
 import type { TrustHop } from './trust.js';
 
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip'];
@@ -156,23 +157,29 @@ export interface ForwardingInput {
   publicHost: string;
 }
 
-/** Headers to set (value) or remove (undefined) on the upstream request. */
+/**
+ * Headers to set (value) or remove (undefined) on the upstream request. The forwarding headers
+ * are the gateway's own: X-Forwarded-Proto and -Host name publicUrl (the one origin the browser
+ * talks to), and Forwarded, X-Forwarded-Port, -Prefix and X-Real-IP are dropped, whoever the
+ * peer is. A load balancer passes on what the browser wrote in the headers it does not set
+ * itself, so the gateway cannot tell its values from the browser's. Forwarded is dropped, not
+ * rebuilt: X-Forwarded-For carries the same chain.
+ *
+ * Only X-Forwarded-For of a trusted peer (server.trustProxy) is kept, and extended with the
+ * peer: the client address is read from it right to left (trust.ts), so entries a browser
+ * wrote further left are never taken for a hop.
+ */
 export function forwardingHeaders(input: ForwardingInput): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  const peer = input.remoteAddress ?? '';
-  // Only a trusted peer's forwarding headers are kept; anyone else's are the browser's own words.
-  if (!input.trust(peer, 0)) {
-    for (const name of FORWARDING) if (input.headers[name] !== undefined) out[name] = undefined;
-    out['x-forwarded-for'] = peer;
-    out['x-forwarded-proto'] = input.publicProtocol;
-    out['x-forwarded-host'] = input.publicHost;
-    return out;
-  }
-  const prior = input.headers['x-forwarded-for'];
+  for (const name of FORWARDING) if (input.headers[name] !== undefined) out[name] = undefined;
+  const remote = input.remoteAddress ?? '';
+  // A dual-stack socket reports an IPv4 peer as `::ffff:a.b.c.d`: the chain names it as IPv4.
+  const peer = remote.charCodeAt(0) === 58 /* : */ ? normaliseAddress(remote) : remote;
+  const prior = input.trust(peer, 0) ? input.headers['x-forwarded-for'] : undefined;
   const chain = Array.isArray(prior) ? prior.join(', ') : prior;
   out['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer;
-  if (!input.headers['x-forwarded-proto']) out['x-forwarded-proto'] = input.publicProtocol;
-  if (!input.headers['x-forwarded-host']) out['x-forwarded-host'] = input.publicHost;
+  out['x-forwarded-proto'] = input.publicProtocol;
+  out['x-forwarded-host'] = input.publicHost;
   return out;
 }
 

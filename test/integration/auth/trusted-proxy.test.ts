@@ -81,6 +81,32 @@ describe('trustProxy: true (one hop)', () => {
       expect(await forwardedFor(stack, '198.51.100.7, 203.0.113.10')).toBe('198.51.100.7, 203.0.113.10, 127.0.0.1');
     });
   });
+
+  // Fails if, in src/proxy/headers.ts forwardingHeaders, the FORWARDING drop loop runs only for
+  // an untrusted peer (as before): the browser's headers pass the load balancer and the gateway.
+  it('sets the origin from publicUrl and drops the other forwarding headers a browser wrote through the hop', async () => {
+    await withStack(true, async (stack) => {
+      upstream.reset();
+      const res = await new BrowserClient().get(`${stack.gateway.url}/api/echo`, {
+        headers: {
+          ...csrf,
+          'x-forwarded-for': '203.0.113.10',
+          'x-forwarded-host': 'evil.example',
+          'x-forwarded-proto': 'https',
+          'x-forwarded-port': '8443',
+          'x-forwarded-prefix': '/admin',
+          forwarded: 'for=6.6.6.6;host=evil.example',
+          'x-real-ip': '6.6.6.6',
+        },
+      });
+      expect(res.status).toBe(200);
+      const seen = upstream.requests[0]?.headers ?? {};
+      expect(seen['x-forwarded-for']).toBe('203.0.113.10, 127.0.0.1');
+      expect(seen['x-forwarded-host']).toBe(new URL(stack.gateway.url).host);
+      expect(seen['x-forwarded-proto']).toBe('http');
+      for (const dropped of ['x-forwarded-port', 'x-forwarded-prefix', 'forwarded', 'x-real-ip']) expect(seen[dropped]).toBeUndefined();
+    });
+  });
 });
 
 describe('trustProxy: N hops and CIDR lists', () => {

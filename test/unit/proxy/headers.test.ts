@@ -46,8 +46,46 @@ describe('proxied request headers', () => {
       publicProtocol: 'https',
       publicHost: 'app.example.com',
     });
-    expect(out['x-forwarded-for']).toBe('1.2.3.4, 10.0.0.1');
-    expect('x-forwarded-proto' in out).toBe(false);
+    expect(out).toEqual({ 'x-forwarded-for': '1.2.3.4, 10.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com' });
+  });
+
+  // Fails if, in proxy/headers.ts forwardingHeaders, the FORWARDING drop loop is made to run
+  // only for an untrusted peer (`if (!input.trust(peer, 0)) for (...)`, as before).
+  it('behind a trusted load balancer, sets the origin from publicUrl and drops the forwarding headers a browser wrote through it', () => {
+    const out = forwardingHeaders({
+      // A load balancer that appends X-Forwarded-For and passes the rest on as the browser wrote them.
+      headers: {
+        'x-forwarded-for': '6.6.6.6, 1.2.3.4',
+        'x-forwarded-host': 'evil.example',
+        'x-forwarded-proto': 'http',
+        'x-forwarded-port': '8443',
+        'x-forwarded-prefix': '/admin',
+        forwarded: 'for=6.6.6.6;host=evil.example;proto=http',
+        'x-real-ip': '6.6.6.6',
+      },
+      remoteAddress: '10.0.0.1',
+      trust: compileTrust(true),
+      publicProtocol: 'https',
+      publicHost: 'app.example.com',
+    });
+    // Strict: a header to drop is a key with an undefined value (upstream.ts skips it), not a missing key.
+    expect(out).toStrictEqual({
+      'x-forwarded-for': '6.6.6.6, 1.2.3.4, 10.0.0.1',
+      'x-forwarded-host': 'app.example.com',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-port': undefined,
+      'x-forwarded-prefix': undefined,
+      forwarded: undefined,
+      'x-real-ip': undefined,
+    });
+  });
+
+  // Fails if, in proxy/headers.ts forwardingHeaders, `const peer = remote` (no normaliseAddress).
+  it('names an IPv4 peer of a dual-stack socket as IPv4 in X-Forwarded-For', () => {
+    const input = { publicProtocol: 'https', publicHost: 'app.example.com' };
+    expect(forwardingHeaders({ ...input, headers: { 'x-forwarded-for': '1.2.3.4' }, remoteAddress: '::ffff:10.0.0.1', trust: compileTrust(['10.0.0.0/8']) })['x-forwarded-for']).toBe('1.2.3.4, 10.0.0.1');
+    expect(forwardingHeaders({ ...input, headers: {}, remoteAddress: '::FFFF:10.0.0.1', trust: compileTrust(false) })['x-forwarded-for']).toBe('10.0.0.1');
+    expect(forwardingHeaders({ ...input, headers: {}, remoteAddress: '::1', trust: compileTrust(false) })['x-forwarded-for']).toBe('::1');
   });
 
   it('treats headers named in Connection as hop-by-hop', () => {
