@@ -19,13 +19,25 @@ export const HOP_BY_HOP_REQUEST_HEADERS: readonly string[] = ['keep-alive', 'te'
 
 /**
  * Headers a browser must not be able to set for the upstream: URL rewrites some frameworks and
- * proxies honour (IIS/Symfony X-Original-URL, X-Rewrite-URL), client addresses that CDNs and
- * load balancers set and upstreams trust (the gateway's own is in X-Forwarded-For), and method
- * overrides (a GET that the upstream runs as DELETE, past the gateway's method checks).
+ * proxies honour (IIS/Symfony X-Original-URL, X-Rewrite-URL, Traefik X-Forwarded-Uri, nginx
+ * auth_request X-Original-URI, Envoy X-Envoy-Original-Path...), the scheme, host and server
+ * other proxies report (X-Forwarded-Scheme, -Ssl, -Server, X-Original-Host, X-Host: the gateway
+ * sets X-Forwarded-Proto and -Host itself), client addresses that CDNs and load balancers set
+ * and upstreams trust (the gateway's own is in X-Forwarded-For), and method overrides (a GET
+ * that the upstream runs as DELETE, past the gateway's method checks).
  */
 export const IDENTITY_REQUEST_HEADERS: readonly string[] = [
   'x-original-url',
   'x-rewrite-url',
+  'x-forwarded-uri',
+  'x-original-uri',
+  'x-forwarded-path',
+  'x-envoy-original-path',
+  'x-forwarded-scheme',
+  'x-forwarded-ssl',
+  'x-forwarded-server',
+  'x-original-host',
+  'x-host',
   'true-client-ip',
   'x-client-ip',
   'cf-connecting-ip',

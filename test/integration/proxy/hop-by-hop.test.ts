@@ -94,10 +94,20 @@ describe('request headers', () => {
     expect(upstream.requests.filter((r) => r.url.startsWith('/api/echo')).map((r) => r.headers.authorization)).toEqual(Array(5).fill(`Bearer ${tokens?.accessToken}`));
   });
 
+  // Fails if, in src/proxy/headers.ts, `'x-original-uri',` (or any other entry) leaves IDENTITY_REQUEST_HEADERS.
   it('strips identity and rewrite headers a browser must not set, and the configured ones', async () => {
     const identity = {
       'x-original-url': '/api/admin',
       'x-rewrite-url': '/api/admin',
+      'x-forwarded-uri': '/api/admin',
+      'x-original-uri': '/api/admin',
+      'x-forwarded-path': '/api/admin',
+      'x-envoy-original-path': '/api/admin',
+      'x-forwarded-scheme': 'https',
+      'x-forwarded-ssl': 'on',
+      'x-forwarded-server': 'evil.example',
+      'x-original-host': 'evil.example',
+      'x-host': 'evil.example',
       'true-client-ip': '1.2.3.4',
       'x-client-ip': '1.2.3.4',
       'cf-connecting-ip': '1.2.3.4',

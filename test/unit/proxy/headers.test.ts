@@ -99,7 +99,8 @@ describe('proxied request headers', () => {
 });
 
 describe('hop-by-hop and identity headers', () => {
-  // Expect: fails if, in proxy/headers.ts compileRequestHeaderStrip, `...MET_BY_GATEWAY, ` is removed.
+  // Expect: fails if, in proxy/headers.ts compileRequestHeaderStrip, `...MET_BY_GATEWAY, ` is removed;
+  // rewrites: fails if `'x-forwarded-uri',` (or any other entry) leaves IDENTITY_REQUEST_HEADERS.
   it('removes hop-by-hop, Proxy-*, Expect, identity and configured headers, and what Connection names, keeping framing', () => {
     const headers: Record<string, string | string[] | undefined> = {
       host: 'gw.example',
@@ -117,6 +118,15 @@ describe('hop-by-hop and identity headers', () => {
       'transfer-encoding': 'chunked',
       'x-original-url': '/admin',
       'x-rewrite-url': '/admin',
+      'x-forwarded-uri': '/admin',
+      'x-original-uri': '/admin',
+      'x-forwarded-path': '/admin',
+      'x-envoy-original-path': '/admin',
+      'x-forwarded-scheme': 'https',
+      'x-forwarded-ssl': 'on',
+      'x-forwarded-server': 'evil.example',
+      'x-original-host': 'evil.example',
+      'x-host': 'evil.example',
       'true-client-ip': '1.1.1.1',
       'x-client-ip': '1.1.1.1',
       'cf-connecting-ip': '1.1.1.1',
