@@ -42,9 +42,26 @@ export function forwardedFor(header: string | string[] | undefined): string[] {
     .filter((s) => s.length > 0);
 }
 
+const IPV4_WITH_PORT = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/;
+const BRACKETED = /^\[([^\]]+)\](?::\d{1,5})?$/;
+
+/**
+ * An X-Forwarded-For entry without the port some proxies append (Azure Application Gateway
+ * writes `a.b.c.d:port` and `[v6]:port`): the address is the client, not the source port it
+ * happened to use. Anything else is returned as it is (a bare IPv6 address has colons too).
+ */
+export function entryAddress(entry: string): string {
+  if (entry.charCodeAt(0) === 91 /* [ */) return BRACKETED.exec(entry)?.[1] ?? entry;
+  if (entry.indexOf(':') === -1 || entry.indexOf(':') !== entry.lastIndexOf(':')) return entry;
+  return IPV4_WITH_PORT.exec(entry)?.[1] ?? entry;
+}
+
 /**
  * The client address: walk from the socket peer outwards while the hops are trusted. An entry
- * that is not an IP address stops the walk (it cannot be a proxy of ours).
+ * that is not an IP address (once its port is taken off) stops the walk: it cannot be a proxy
+ * of ours, nor be the client's address. Then the client is the nearest address known, the last
+ * trusted hop, as when that hop appended nothing: junk written by a hop (`unknown`, `_hidden`)
+ * must not become a rate-limit key.
  */
 export function clientAddress(remote: string | undefined, xff: string | string[] | undefined, trust: TrustHop): string {
   const peer = normaliseAddress(remote ?? '');
@@ -52,9 +69,10 @@ export function clientAddress(remote: string | undefined, xff: string | string[]
   const chain = forwardedFor(xff);
   let client = peer;
   for (let i = chain.length - 1, hop = 1; i >= 0; i--, hop++) {
-    const addr = normaliseAddress(chain[i] as string);
+    const addr = normaliseAddress(entryAddress(chain[i] as string));
+    if (isIP(addr) === 0) break;
     client = addr;
-    if (isIP(addr) === 0 || !trust(addr, hop)) break;
+    if (!trust(addr, hop)) break;
   }
   return client;
 }

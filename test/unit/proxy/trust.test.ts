@@ -32,8 +32,29 @@ describe('clientAddress', () => {
     expect(clientAddress('fd00::1', '2001:db8::7', lb)).toBe('2001:db8::7');
   });
 
-  it('stops at an entry that is not an IP address (no proxy of ours writes one)', () => {
-    expect(clientAddress('10.1.2.3', '203.0.113.5, unknown', compileTrust(['10.0.0.0/8']))).toBe('unknown');
+  // Fails if, in proxy/trust.ts clientAddress, `normaliseAddress(entryAddress(chain[i] as string))`
+  // goes back to `normaliseAddress(chain[i] as string)`: the port stays in the key.
+  it('reads an entry written with its port (Azure Application Gateway) as its address', () => {
+    const one = compileTrust(true);
+    expect(clientAddress('10.0.0.2', '203.0.113.5:51234', one)).toBe('203.0.113.5');
+    expect(clientAddress('10.0.0.2', '198.51.100.1, 203.0.113.5:443', one)).toBe('203.0.113.5');
+    expect(clientAddress('10.0.0.2', '[2001:db8::7]:51234', one)).toBe('2001:db8::7');
+    expect(clientAddress('10.0.0.2', '[2001:db8::7]', one)).toBe('2001:db8::7');
+    expect(clientAddress('10.0.0.2', '[::ffff:203.0.113.5]:80', one)).toBe('203.0.113.5');
+    // A bare IPv6 address is not an address with a port.
+    expect(clientAddress('10.0.0.2', '2001:db8::7', one)).toBe('2001:db8::7');
+    // With ports stripped, trusted hops are still recognised and walked past.
+    expect(clientAddress('10.1.2.3', '203.0.113.5:1000, 10.9.9.9:2000', compileTrust(['10.0.0.0/8']))).toBe('203.0.113.5');
+  });
+
+  // Fails if, in proxy/trust.ts clientAddress, the junk check goes back to after `client = addr`.
+  it('stops at an entry that is not an IP address (no proxy of ours writes one), keeping the nearest address known', () => {
+    expect(clientAddress('10.1.2.3', '203.0.113.5, unknown', compileTrust(['10.0.0.0/8']))).toBe('10.1.2.3');
+    expect(clientAddress('10.1.2.3', '203.0.113.5, unknown, 10.9.9.9', compileTrust(['10.0.0.0/8']))).toBe('10.9.9.9');
+    expect(clientAddress('10.0.0.2', 'unknown', compileTrust(true))).toBe('10.0.0.2');
+    for (const junk of ['203.0.113.5:x', '203.0.113.5:1:2', '[2001:db8::7]:', '[2001:db8::7', '_hidden']) {
+      expect([junk, clientAddress('10.0.0.2', junk, compileTrust(true))]).toEqual([junk, '10.0.0.2']);
+    }
   });
 });
 
