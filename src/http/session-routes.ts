@@ -11,7 +11,7 @@ import { describeProviderError } from '../oidc/errors.js';
 import { verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
-import { firstSighting } from '../redis/replay.js';
+import { firstSighting, sighted } from '../redis/replay.js';
 import type { RedisClient } from '../redis/client.js';
 import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
@@ -90,13 +90,19 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       // (the injected clock drives the gateway's own expiry decisions).
       now: Date.now,
     });
-    const ttl = logout.rememberUntil - Math.floor(Date.now() / 1000);
-    const fresh = await withStore(() => firstSighting(deps.redis, deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`)), ttl));
-    if (!fresh) throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
-
+    const jtiKey = deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`));
+    // The jti is checked before the sessions are ended but recorded only after: recorded first,
+    // a Redis failure while ending would answer 503 and the provider's retry of the same token
+    // would be refused as a replay, leaving the sessions alive. Ending is idempotent, so a retry
+    // after any failure simply ends what is left.
+    if (await withStore(() => sighted(deps.redis, jtiKey))) {
+      throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
+    }
     const ended = await withStore(() =>
       logout.sid ? registry.endByProviderSession(logout.iss, logout.sid) : registry.endByUser(logout.iss, logout.sub as string),
     );
+    // False only when a concurrent delivery of the same token recorded it first: both ended the same sessions.
+    await withStore(() => firstSighting(deps.redis, jtiKey, logout.rememberUntil - Math.floor(Date.now() / 1000)));
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it.
     Promise.all(ended.map((s) => revokeEnded(s.digest, s.stored))).catch((err: unknown) =>

@@ -1,0 +1,71 @@
+/**
+ * SPEC §7 with one Redis command failing (not the whole store): the gateway's own redis-server,
+ * on which a separate connection denies a single command with Redis ACL, so the request fails
+ * exactly at that step. What must hold afterwards: the failed step can be retried and nothing is
+ * left half done (a session that lives on, a logout that can no longer happen).
+ */
+import { Redis } from 'ioredis';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { expectErrorBody } from '../../support/assertions.js';
+
+const csrf = { 'x-csrf': '1' };
+
+let redis: RedisServer;
+let admin: Redis;
+let stack: Stack;
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  stack = await startStack({ config: { redisUrl: redis.url, redis: { commandTimeoutMs: 1_000 } } });
+});
+
+afterAll(async () => {
+  await stack?.close();
+  admin?.disconnect();
+  await redis?.close();
+});
+
+afterEach(async () => {
+  // A failed test must not leave a command denied for the next one.
+  await admin.call('ACL', 'SETUSER', 'default', '+@all');
+});
+
+/** Denies `command` to the gateway (it connects as the default user) until allowed again. */
+const deny = (command: string) => admin.call('ACL', 'SETUSER', 'default', `-${command}`);
+const allow = (command: string) => admin.call('ACL', 'SETUSER', 'default', `+${command}`);
+
+async function signedInAs(user: string): Promise<BrowserClient> {
+  const client = new BrowserClient();
+  await signIn(client, stack.gateway.url, { user, password: `${user}-password` });
+  return client;
+}
+
+const userStatus = async (client: BrowserClient) => (await client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).status;
+const postLogoutToken = (token: string) => new BrowserClient().post(`${stack.gateway.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+
+describe('back-channel logout', () => {
+  // Fails if, in http/session-routes.ts, the check `if (await withStore(() => sighted(deps.redis, jtiKey))) {`
+  // becomes the recording `if (!(await withStore(() => firstSighting(deps.redis, jtiKey, 600)))) {`:
+  // the jti is then spent by the delivery that failed, and the retry is refused as a replay.
+  it('a delivery that failed in Redis can be retried with the same token, which then ends the sessions', async () => {
+    const alice = await signedInAs('alice');
+    const token = await stack.provider.signLogoutToken({ sub: 'alice' });
+
+    // Ending by sub reads the user's index with HGETALL (session/registry.ts endByUser).
+    await deny('hgetall');
+    expectErrorBody(await postLogoutToken(token), 'session_store_unavailable', 503);
+    await allow('hgetall');
+    expect(await userStatus(alice)).toBe(200);
+
+    const retried = await postLogoutToken(token);
+    expect(retried.status).toBe(200);
+    expect(await userStatus(alice)).toBe(401);
+
+    // Once it succeeded, the token is spent.
+    expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
+  });
+});
