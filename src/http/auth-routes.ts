@@ -216,11 +216,15 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       ...signIn.authentication,
       ...(req.headers['user-agent'] ? { userAgent: truncate(req.headers['user-agent'], 256) } : {}),
     };
+    // Indexed before the session holds anything: a failed register then leaves the new session
+    // empty (signed out), never a working session that back-channel logout and /auth/sessions
+    // cannot find. A save that fails after it leaves index entries without a record, which the
+    // index's readers skip (and list() prunes).
+    await withStore(() => registry.register(sessionDigest, auth));
     req.session.auth = auth;
     const tokens = tx.dpopKey ? { ...signIn.tokens, dpopKey: tx.dpopKey } : signIn.tokens;
     req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, tokens) };
     await withStore(() => save(req));
-    await withStore(() => registry.register(sessionDigest, auth));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

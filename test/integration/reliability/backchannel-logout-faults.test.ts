@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { BrowserClient } from '../../support/browser-client.js';
-import { signIn } from '../../support/drive-login.js';
+import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { expectErrorBody } from '../../support/assertions.js';
@@ -67,5 +67,31 @@ describe('back-channel logout', () => {
 
     // Once it succeeded, the token is spent.
     expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
+  });
+});
+
+describe('sign-in', () => {
+  // Fails if, in http/auth-routes.ts, `await withStore(() => registry.register(sessionDigest, auth));`
+  // is moved back after `await withStore(() => save(req));`: the signed-in session is then saved
+  // and its cookie sent although it is in no index, out of reach of back-channel logout.
+  it('a sign-in whose session cannot be indexed leaves no working session, and a fresh sign-in works', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, stack.gateway.url);
+    const callbackUrl = await completeAtProvider(client, authorizeUrl);
+
+    // Indexing a session starts with HSET (session/registry.ts register).
+    await deny('hset');
+    const callback = await client.get(callbackUrl);
+    await allow('hset');
+    expectErrorBody(callback, 'session_store_unavailable', 503);
+    // express-session may still store the regenerated, empty session and send its cookie:
+    // that one holds no sign-in.
+    expect(await userStatus(client)).toBe(401);
+    expect((await client.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf })).status).toBe(401);
+
+    await signIn(client, stack.gateway.url);
+    expect(await userStatus(client)).toBe(200);
+    const sessions = await client.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf });
+    expect(sessions.json<unknown[]>()).toHaveLength(1);
   });
 });
