@@ -155,7 +155,10 @@ export async function discover(
   // rotation would break sign-in.
   const execute: Array<(c: oidc.Configuration) => void> = [];
   if (issuer.protocol === 'http:' && isLoopbackHost(issuer.hostname)) execute.push(oidc.allowInsecureRequests);
-  const configuration = await oidc.discovery(issuer, cfg.clientId, undefined, clientAuthentication(cfg), {
+  // openid-client checks the ID token's exp and nbf itself (code exchange, refresh) before
+  // id-token.ts does; without this it would use its own 30 s whatever the config says.
+  const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: cfg.clockToleranceSeconds };
+  const configuration = await oidc.discovery(issuer, cfg.clientId, metadata, clientAuthentication(cfg), {
     execute,
     timeout: timeoutSeconds,
   });
