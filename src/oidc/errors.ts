@@ -4,6 +4,7 @@
  * answer), never by message text, and the provider's own words never reach the browser: they
  * stay in `cause`, for the log.
  */
+import { errors as joseErrors } from 'jose';
 import { AuthorizationResponseError, ClientError, ResponseBodyError, WWWAuthenticateChallengeError } from 'openid-client';
 import { GatewayError } from '../errors.js';
 
@@ -115,7 +116,12 @@ export function fromCallbackError(err: unknown): GatewayError {
       description: 'The sign-in could not be completed; start again.',
     });
   }
-  if (err instanceof TypeError || isTimeout(err)) {
+  // A token endpoint answering 5xx, or 2xx/3xx with something that is not a token response (an
+  // HTML error page of a proxy in front of it), is an outage, not the user's error; any 4xx
+  // (an OAuth error such as invalid_grant, JSON or not) stays the sign-in's fault below.
+  const { status } = providerAnswer(err);
+  const outage = status !== undefined && (status >= 500 || status < 400);
+  if (err instanceof TypeError || isTimeout(err) || outage || err instanceof joseErrors.JWKSTimeout) {
     return new GatewayError('provider_unavailable', { cause: err });
   }
   // Validation failures (iss, aud, nonce, signature, iat...) are the provider's answer being
