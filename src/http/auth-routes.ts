@@ -165,9 +165,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
     res.clearCookie(cookieName, clearOptions);
 
-    // Taken (deleted) before anything else: a state is good for one callback only.
-    const tx = await withStore(() => transactions.take(state));
-    if (!tx || !binding || digest(binding) !== tx.binding) {
+    // Taken (deleted) before anything else, a state being good for one callback only; but only
+    // by the browser holding its login cookie, which a callback without it leaves untouched.
+    const tx = binding ? await withStore(() => transactions.take(state, digest(binding))) : undefined;
+    if (!tx) {
       metrics.loginTransactions.inc({ outcome: 'invalid_state' });
       throw new GatewayError('invalid_state');
     }

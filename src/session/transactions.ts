@@ -1,7 +1,7 @@
 /**
  * Login transactions (state, nonce, PKCE verifier, returnTo), kept in Redis by a digest of
  * `state`, sealed (the verifier and nonce are secrets), short-lived, and taken exactly once
- * (GETDEL), so a replayed callback finds nothing.
+ * (compare-and-delete), so a replayed callback finds nothing.
  */
 import type { DpopPrivateJwk } from '../crypto/dpop.js';
 import type { Sealer } from '../crypto/seal.js';
@@ -43,7 +43,11 @@ export const TRANSACTION_TTL_SECONDS = 600;
 
 export interface Transactions {
   save(tx: LoginTransaction): Promise<void>;
-  take(state: string): Promise<LoginTransaction | undefined>;
+  /**
+   * The transaction of `state`, deleted, when `binding` (the digest of the login cookie) is the
+   * one it was saved with; otherwise undefined, and the transaction is left as it was.
+   */
+  take(state: string, binding: string): Promise<LoginTransaction | undefined>;
   /** Login transactions started (by any instance) that were neither taken nor expired. */
   active(): Promise<number>;
   /** active() and the earliest expiry, in one round trip. */
@@ -56,6 +60,12 @@ export interface TransactionsOptions {
 }
 
 const AAD = 'login-transaction';
+
+/** DEL iff the key still holds ARGV[1]: of concurrent callbacks that read it, one takes it. */
+const TAKE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
 
 /**
  * Besides its own key, each transaction is listed in one sorted set scored by its expiry, so
@@ -78,15 +88,22 @@ export function createTransactions(redis: RedisClient, keys: Keys, sealer: Seale
         ]),
       );
     },
-    async take(state) {
+    take(state, binding) {
       const d = digest(state);
-      const [sealed] = await timed('transaction_take', () => Promise.all([redis.getdel(keys.transaction(d)), redis.zrem(listed, d)]));
-      if (sealed === null) return undefined;
-      const json = sealer.open(sealed, AAD);
-      if (json === undefined) return undefined;
-      const tx = JSON.parse(json) as LoginTransaction;
-      // Defence in depth: the key is a digest, so check the full value too.
-      return tx.state === state ? tx : undefined;
+      const key = keys.transaction(d);
+      return timed('transaction_take', async () => {
+        // Read, checked, and only then deleted: a callback from another browser (a `state` is
+        // in the provider page's URL) must not spend the pending sign-in of the one that started it.
+        const sealed = await redis.get(key);
+        if (sealed === null) return undefined;
+        const json = sealer.open(sealed, AAD);
+        if (json === undefined) return undefined;
+        const tx = JSON.parse(json) as LoginTransaction;
+        // Defence in depth: the key is a digest, so check the full value too.
+        if (tx.state !== state || tx.binding !== binding) return undefined;
+        const [taken] = await Promise.all([redis.eval(TAKE, 1, key, sealed), redis.zrem(listed, d)]);
+        return taken === 1 ? tx : undefined;
+      });
     },
     async active() {
       const [, count] = await timed('transaction_count', () =>

@@ -183,8 +183,32 @@ describe('GET /auth/callback', () => {
     const res = await victim.get(callback, { headers: { accept: 'application/json' } });
     expectErrorBody(res, 'invalid_state', 400);
     expect(sessionCookie(victim)).toBeUndefined();
-    // The transaction is spent: the attacker cannot finish it either.
-    expect((await attacker.get(callback)).status).toBe(400);
+    // Only the browser that started a login can spend it (see the next test): here that is the
+    // attacker, whose own sign-in it is.
+    expect((await attacker.get(callback)).status).toBe(302);
+  });
+
+  // Fails if, in session/transactions.ts take, `|| tx.binding !== binding` is removed: the
+  // callback with a wrong login cookie then spends the transaction, and the real one is refused.
+  // (Before the fix, the cookieless callback alone spent it: the transaction was taken first.)
+  it("leaves a pending sign-in alone when a callback for its state comes without that browser's login cookie", async () => {
+    const owner = new BrowserClient();
+    const { authorizeUrl } = await startLogin(owner, gw.url, {});
+    // The state is in the provider page's URL (no PAR), so others may learn it.
+    const state = authorizeUrl.searchParams.get('state') as string;
+    const loginCookie = Object.keys(owner.cookies(gw.url)).find((name) => name.startsWith(`${gw.config.derived.loginCookieName}.`)) as string;
+    expect(loginCookie).toBeDefined();
+
+    const forged = `${gw.url}/auth/callback?code=forged&state=${encodeURIComponent(state)}`;
+    const cookieless = new BrowserClient();
+    expectErrorBody(await cookieless.get(forged, { headers: { accept: 'application/json' } }), 'invalid_state', 400);
+    const wrongCookie = new BrowserClient();
+    wrongCookie.setCookie(gw.url, loginCookie, 'not-the-binding');
+    expectErrorBody(await wrongCookie.get(forged, { headers: { accept: 'application/json' } }), 'invalid_state', 400);
+
+    const callback = await completeAtProvider(owner, authorizeUrl, {});
+    expect((await owner.get(callback)).status).toBe(302);
+    expect((await owner.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
   });
 
   it('refuses a response whose iss names another issuer (RFC 9207) and creates no session', async () => {
