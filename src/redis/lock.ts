@@ -8,9 +8,12 @@ import { randomBytes } from 'node:crypto';
 import type { RedisClient } from './client.js';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
 export interface Lock {
   release(): Promise<void>;
+  /** Re-arms the TTL it was taken with, if still held; false when it was lost (expired, taken). */
+  extend(): Promise<boolean>;
 }
 
 export async function tryLock(redis: RedisClient, key: string, ttlMs: number): Promise<Lock | undefined> {
@@ -23,6 +26,13 @@ export async function tryLock(redis: RedisClient, key: string, ttlMs: number): P
         await redis.eval(RELEASE, 1, key, token);
       } catch {
         // The TTL frees it anyway.
+      }
+    },
+    async extend() {
+      try {
+        return (await redis.eval(EXTEND, 1, key, token, ttlMs)) === 1;
+      } catch {
+        return false;
       }
     },
   };

@@ -12,18 +12,21 @@
  *     overwrite a newer one; a rotated refresh token replaces the old one in that same write.
  *  4. A token set the provider issued but Redis failed to take is never dropped (its rotated
  *     refresh token is the only valid one): it is kept in this process and written as soon as
- *     Redis answers (unsaved-refreshes.ts), before this process asks the provider again.
+ *     Redis answers (unsaved-refreshes.ts), before this process asks the provider again. The
+ *     kept set holds the lock until then, so no other process refreshes with the spent token.
  *  5. A refresh the provider refused for good (login_required: invalid_grant, any other 400,
- *     a changed subject) ends the session; any other failure keeps it (token_refresh_failed),
- *     so a later request can try again. Which answers are which is the injected function's
- *     business (src/oidc/errors.ts).
+ *     a changed subject) ends the session, unless the record moved past the version the refresh
+ *     started from meanwhile (a kept set written after its lock lapsed: the refused token was
+ *     spent by that set, which is the session's now); any other failure keeps it
+ *     (token_refresh_failed), so a later request can try again. Which answers are which is the
+ *     injected function's business (src/oidc/errors.ts).
  *
  * The provider call is injected (`refresh`), so this module knows nothing about OIDC.
  */
 import { GatewayError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { sleep, tryLock } from '../redis/lock.js';
+import { sleep, tryLock, type Lock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
 import type { SessionRecords } from './records.js';
 import type { TokenVault } from './vault.js';
@@ -114,7 +117,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     seen: VersionedTokens,
     refresh: RefreshFn,
     context: RefreshContext,
-    release: () => Promise<void>,
+    held: { lock: Lock | undefined },
   ): Promise<VersionedTokens> {
     const latest = await readLatest(digest);
     const newer = newerThan(latest, seen);
@@ -130,6 +133,11 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       next = await refresh(current);
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'login_required') {
+        const moved = await readLatest(digest);
+        if (moved?.tokens && moved.version > seen.version) {
+          options.onRefresh?.('shared', context);
+          return moved;
+        }
         options.onRefresh?.('invalid_grant', { ...context, error: err });
         await endSession(digest);
       } else {
@@ -142,9 +150,10 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     try {
       result = await records.casTokens(digest, seen.version, { v: version, sealed: vault.seal(digest, next) });
     } catch (err) {
-      // Redis failed after the provider answered: keep the new set (and our lock, released
-      // once it is written) rather than lose its rotated refresh token.
-      unsaved.keep(digest, seen.version, next, release);
+      // Redis failed after the provider answered: keep the new set rather than lose its rotated
+      // refresh token, and hand it our lock (released once the set is written or given up).
+      unsaved.keep(digest, seen.version, next, held.lock);
+      held.lock = undefined;
       throw err;
     }
     if (result === 'missing') throw new GatewayError('login_required');
@@ -173,10 +182,12 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     for (;;) {
       const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
       if (lock) {
+        // Released here unless asHolder handed it to a kept set.
+        const held: { lock: Lock | undefined } = { lock };
         try {
-          return await asHolder(digest, seen, refresh, context, () => lock.release());
+          return await asHolder(digest, seen, refresh, context, held);
         } finally {
-          await lock.release();
+          await held.lock?.release();
         }
       }
       await sleep(pollIntervalMs);

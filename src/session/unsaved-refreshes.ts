@@ -9,14 +9,19 @@
  * background (one shared timer, however many sessions are waiting), and tried first by the next
  * refresh of that session on this process, before any provider call. The write is the same
  * compare-and-set on the version, so a kept set never overwrites a newer one.
+ *
+ * A kept set also keeps the session's refresh lock, re-armed on every retry and released once
+ * the set is written or given up: another process that took the lock meanwhile would read the
+ * old version and refresh with the spent refresh token (invalid_grant: signed out).
  */
+import type { Lock } from '../redis/lock.js';
 import type { CasResult } from './records.js';
 import type { TokenSet, VersionedTokens } from './tokens.js';
 
 export interface UnsavedRefreshesOptions {
   /** Compare-and-set of `next` over version `seenVersion` (throws when Redis fails). */
   write(digest: string, seenVersion: number, next: TokenSet): Promise<CasResult>;
-  /** How often kept sets are retried. */
+  /** How often kept sets are retried (and their locks re-armed: shorter than the lock's TTL). */
   retryMs?: number;
   /** How long a set is kept before it is given up. */
   keepMs?: number;
@@ -28,8 +33,11 @@ export interface UnsavedRefreshesOptions {
 }
 
 export interface UnsavedRefreshes {
-  /** Keeps `next`, the successor of `digest`'s version `seenVersion`; `release` runs once it is written. */
-  keep(digest: string, seenVersion: number, next: TokenSet, release?: () => Promise<void>): void;
+  /**
+   * Keeps `next`, the successor of `digest`'s version `seenVersion`, with the refresh lock its
+   * process holds: extended while the set waits, released once it is written or given up.
+   */
+  keep(digest: string, seenVersion: number, next: TokenSet, lock?: Pick<Lock, 'extend' | 'release'>): void;
   /**
    * Writes the set kept for (digest, seenVersion) now. Resolves to the written set, or undefined
    * when none is kept or it was superseded; throws (and keeps it) when Redis still fails.
@@ -44,7 +52,7 @@ interface Kept {
   digest: string;
   seenVersion: number;
   next: TokenSet;
-  release: (() => Promise<void>) | undefined;
+  lock: Pick<Lock, 'extend' | 'release'> | undefined;
   until: number;
   writing: Promise<VersionedTokens | undefined> | undefined;
 }
@@ -61,6 +69,8 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
 
   function settle(key: string, entry: Kept, outcome: 'saved' | 'dropped'): void {
     if (kept.get(key) === entry) kept.delete(key);
+    // Best effort: the lock's TTL frees it anyway.
+    entry.lock?.release().catch(() => undefined);
     if (kept.size === 0 && timer) {
       clearInterval(timer);
       timer = undefined;
@@ -78,8 +88,6 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
             return undefined;
           }
           settle(key, entry, 'saved');
-          // Best effort: the lock's TTL frees it anyway.
-          entry.release?.().catch(() => undefined);
           return { version: entry.seenVersion + 1, tokens: entry.next };
         },
         (err: unknown) => {
@@ -96,18 +104,22 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
     const now = clock();
     for (const [key, entry] of kept) {
       if (entry.until <= now) settle(key, entry, 'dropped');
-      else attempt(key, entry).catch(() => undefined); // still down: next sweep
+      else {
+        // Before the write: a lock that lapsed would let another process refresh with the spent token.
+        entry.lock?.extend().catch(() => undefined);
+        attempt(key, entry).catch(() => undefined); // still down: next sweep
+      }
     }
   }
 
   return {
-    keep(digest, seenVersion, next, release) {
+    keep(digest, seenVersion, next, lock) {
       const key = keyOf(digest, seenVersion);
       if (!kept.has(key) && kept.size >= max) {
         const [oldestKey, oldest] = kept.entries().next().value as [string, Kept];
         settle(oldestKey, oldest, 'dropped');
       }
-      kept.set(key, { digest, seenVersion, next, release, until: clock() + keepMs, writing: undefined });
+      kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined });
       if (!timer) {
         timer = setInterval(sweep, retryMs);
         timer.unref();

@@ -12,7 +12,7 @@
  * tokens on every instance, with no second refresh grant at the provider.
  *
  * Mutation check: in src/session/refresh.ts asHolder, drop `unsaved.keep(digest, seen.version,
- * next, release);` → the record never moves to the new set, and the other instance's call
+ * next, held.lock);` → the record never moves to the new set, and the other instance's call
  * fails (502, then a refresh with the spent token).
  */
 import { BrowserClient } from '../../support/browser-client.js';

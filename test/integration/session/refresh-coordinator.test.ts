@@ -8,7 +8,7 @@ import { createSealer } from '../../../src/crypto/seal.js';
 import { GatewayError } from '../../../src/errors.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import { createSessionRecords } from '../../../src/session/records.js';
-import { createRefreshCoordinator, type RefreshFn } from '../../../src/session/refresh.js';
+import { createRefreshCoordinator, type RefreshCoordinatorOptions, type RefreshFn } from '../../../src/session/refresh.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 import { createTokenVault } from '../../../src/session/vault.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
@@ -18,17 +18,40 @@ const sealer = createSealer([randomBytes(32).toString('base64')]);
 const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
-function process_(endSession: (d: string) => Promise<void> = async () => undefined) {
+type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs'>>;
+
+/**
+ * One gateway process. `casFails`: its compare-and-set of a new token set fails as a Redis
+ * outage would while it answers true (the fault at the seam; reads and the lock still work).
+ */
+function process_(endSession: (d: string) => Promise<void> = async () => undefined, tuning: Tuning = {}, casFails?: () => boolean) {
   const redis = new Redis(redisUrlForTests(), { lazyConnect: false, maxRetriesPerRequest: 1 });
   clients.push(redis);
   const records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
-  return {
-    records,
-    coordinator: createRefreshCoordinator({ redis, keys, records, vault, endSession, pollIntervalMs: 10 }),
+  const flaky: typeof records = {
+    ...records,
+    casTokens: (...args) => (casFails?.() ? Promise.reject(new Error('Connection is closed.')) : records.casTokens(...args)),
   };
+  const coordinator = createRefreshCoordinator({ redis, keys, records: flaky, vault, endSession, pollIntervalMs: 10, ...tuning });
+  closers.push(() => coordinator.close());
+  return { redis, records, coordinator };
+}
+const closers: Array<() => void> = [];
+
+/** A provider that rotates refresh tokens: a spent one is refused (invalid_grant → login_required). */
+function rotatingProvider() {
+  const provider = { calls: 0, valid: 'rt-0' };
+  const refresh: RefreshFn = async (current) => {
+    provider.calls += 1;
+    if (current.refreshToken !== provider.valid) throw new GatewayError('login_required');
+    provider.valid = `rt-${provider.calls}`;
+    return { accessToken: `at-${provider.calls}`, refreshToken: provider.valid, expiresAt: 9_999_999_999 };
+  };
+  return { provider, refresh };
 }
 
 afterAll(async () => {
+  closers.forEach((close) => close());
   await Promise.all(clients.map((c) => c.quit()));
 });
 
@@ -142,6 +165,78 @@ describe('single-flight refresh across processes', () => {
     expect(calls).toBe(1);
     expect(refreshed).toEqual([d]);
     coordinator.close();
+  });
+
+  describe('a token set the provider issued but Redis did not take', () => {
+    it('keeps the refresh lock, so another process waits for that set instead of refreshing with the spent token', async () => {
+      // Fails if, in src/session/refresh.ts coordinate(), `await held.lock?.release();` becomes
+      // `await lock.release();` (the lock is freed although the kept set has not been written).
+      const ended: string[] = [];
+      const endSession = async (d: string) => {
+        ended.push(d);
+        await b.records.remove(d);
+      };
+      let failed = false;
+      const a = process_(endSession, { unsavedRetryMs: 300 }, () => !failed && (failed = true));
+      const b = process_(endSession);
+      const d = await newSession(a.records, initial);
+      const { provider, refresh } = rotatingProvider();
+      const seen = { version: 1, tokens: initial };
+
+      await expect(a.coordinator.refresh(d, seen, refresh)).rejects.toMatchObject({ code: 'session_store_unavailable' });
+      expect(await a.redis.pttl(keys.refreshLock(d))).toBeGreaterThan(0);
+      const onB = await b.coordinator.refresh(d, seen, refresh);
+      expect(onB).toMatchObject({ version: 2, tokens: { accessToken: 'at-1', refreshToken: 'rt-1' } });
+      expect(provider.calls).toBe(1);
+      expect(ended).toEqual([]);
+      expect(await a.redis.exists(keys.refreshLock(d))).toBe(0);
+    });
+
+    it('keeps the lock alive past its TTL while the set waits for Redis', async () => {
+      // Fails if, in src/session/unsaved-refreshes.ts sweep(), `entry.lock?.extend().catch(() => undefined);`
+      // is removed: the lock lapses after lockTtlMs and B refreshes with the spent token.
+      const ended: string[] = [];
+      const endSession = async (d: string) => {
+        ended.push(d);
+        await b.records.remove(d);
+      };
+      let redisDown = true;
+      const a = process_(endSession, { lockTtlMs: 300, unsavedRetryMs: 50 }, () => redisDown);
+      const b = process_(endSession, { lockTtlMs: 300 });
+      const d = await newSession(a.records, initial);
+      const { provider, refresh } = rotatingProvider();
+      const seen = { version: 1, tokens: initial };
+
+      await expect(a.coordinator.refresh(d, seen, refresh)).rejects.toMatchObject({ code: 'session_store_unavailable' });
+      await new Promise((r) => setTimeout(r, 900)); // three lock TTLs
+      expect(await a.redis.pttl(keys.refreshLock(d))).toBeGreaterThan(0);
+      setTimeout(() => (redisDown = false), 300);
+      const onB = await b.coordinator.refresh(d, seen, refresh);
+      expect(onB).toMatchObject({ version: 2, tokens: { accessToken: 'at-1', refreshToken: 'rt-1' } });
+      expect(provider.calls).toBe(1);
+      expect(ended).toEqual([]);
+    });
+
+    it('does not end the session on invalid_grant when the record moved past the version the refresh started from', async () => {
+      // The lock lapsed anyway (Redis down longer than its TTL) and another process's kept set
+      // was written while this one's refresh, with the refresh token it spent, was at the provider.
+      // Fails if, in src/session/refresh.ts asHolder, `if (moved?.tokens && moved.version > seen.version) {`
+      // becomes `if (false) {`.
+      const ended: string[] = [];
+      const b = process_(async (d) => {
+        ended.push(d);
+        await b.records.remove(d);
+      });
+      const d = await newSession(b.records, initial);
+      const kept: TokenSet = { accessToken: 'at-kept', refreshToken: 'rt-kept' };
+      const result = await b.coordinator.refresh(d, { version: 1, tokens: initial }, async () => {
+        await b.records.casTokens(d, 1, { v: 2, sealed: vault.seal(d, kept) });
+        throw new GatewayError('login_required');
+      });
+      expect(result).toEqual({ version: 2, tokens: kept });
+      expect(ended).toEqual([]);
+      expect((await b.records.peekTokens(d))?.v).toBe(2);
+    });
   });
 
   it('keeps the session when the provider fails, so a later request can refresh', async () => {

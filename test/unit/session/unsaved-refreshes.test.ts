@@ -34,7 +34,7 @@ describe('unsaved refreshes', () => {
   it('keeps a set while Redis fails and writes it (once) when Redis answers, releasing the lock', async () => {
     const { store, writes, settled } = harness([new Error('down'), 'written']);
     let released = 0;
-    store.keep('d1', 4, set(5), async () => void (released += 1));
+    store.keep('d1', 4, set(5), { release: async () => void (released += 1), extend: async () => true });
     await expect(store.flush('d1', 4)).rejects.toThrow('down');
     expect(store.size).toBe(1);
     await expect(store.flush('d1', 4)).resolves.toEqual({ version: 5, tokens: set(5) });
@@ -46,13 +46,16 @@ describe('unsaved refreshes', () => {
     store.close();
   });
 
-  it('gives a set up when the stored version moved on or the session is gone', async () => {
+  it('gives a set up when the stored version moved on or the session is gone, releasing its lock', async () => {
     const { store, settled } = harness(['stale', 'missing']);
-    store.keep('d1', 1, set(2));
-    store.keep('d2', 1, set(2));
+    let released = 0;
+    const lock = { release: async () => void (released += 1), extend: async () => true };
+    store.keep('d1', 1, set(2), lock);
+    store.keep('d2', 1, set(2), lock);
     await expect(store.flush('d1', 1)).resolves.toBeUndefined();
     await expect(store.flush('d2', 1)).resolves.toBeUndefined();
     expect(settled).toEqual(['dropped:d1', 'dropped:d2']);
+    expect(released).toBe(2);
     store.close();
   });
 
@@ -76,10 +79,12 @@ describe('unsaved refreshes', () => {
     store.close();
   });
 
-  it('retries in the background, on one shared timer, until Redis takes the sets', async () => {
+  it('retries in the background, on one shared timer, until Redis takes the sets, re-arming their locks', async () => {
+    // Mutation check: drop `entry.lock?.extend()` in sweep → `extended` stays 0.
     jest.useFakeTimers();
     const writes: string[] = [];
     let up = false;
+    let extended = 0;
     const store = createUnsavedRefreshes({
       write(digest) {
         writes.push(digest);
@@ -87,10 +92,11 @@ describe('unsaved refreshes', () => {
       },
       retryMs: 1000,
     });
-    store.keep('d1', 1, set(2));
+    store.keep('d1', 1, set(2), { release: async () => undefined, extend: async () => (extended += 1) > 0 });
     store.keep('d2', 1, set(2));
     await jest.advanceTimersByTimeAsync(1000);
     expect(writes).toEqual(['d1', 'd2']);
+    expect(extended).toBe(1);
     up = true;
     await jest.advanceTimersByTimeAsync(1000);
     expect(store.size).toBe(0);
