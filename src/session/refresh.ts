@@ -59,7 +59,7 @@ export interface RefreshCoordinatorOptions {
   vault: TokenVault;
   /** Ends a session whose grant is gone (invalid_grant): record and indexes. */
   endSession: (digest: string) => Promise<void>;
-  /** How long the lock lives if its holder dies; longer than a provider call may take. */
+  /** How long the lock lives if its holder dies (a live holder re-arms it every third of it). */
   lockTtlMs?: number;
   /** How long a waiter polls for another process's result before giving up. */
   maxWaitMs?: number;
@@ -158,8 +158,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     }
     if (result === 'missing') throw new GatewayError('login_required');
     if (result === 'stale') {
-      // Only reachable if our lock expired under a very slow provider call and another
-      // process refreshed meanwhile: its newer set wins, ours is discarded.
+      // Only reachable if our lock lapsed (Redis failed its re-arming) and another process
+      // refreshed meanwhile: its newer set wins, ours is discarded.
       const winner = newerThan(await readLatest(digest), seen);
       if (winner) return winner;
     }
@@ -182,11 +182,19 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     for (;;) {
       const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
       if (lock) {
-        // Released here unless asHolder handed it to a kept set.
+        // Re-armed while the holder works: a DPoP refresh may outlive any fixed TTL worth having
+        // (nonce read ≤ commandTimeoutMs, refresh grant ≤ the provider timeout of 10 s, and
+        // openid-client's one use_dpop_nonce retry with a fresh 10 s: about 21 s > 15 s), and a
+        // lapsed lock lets another process refresh with the same refresh token. The TTL only
+        // bounds how long a holder that died blocks the others.
+        const heartbeat = setInterval(() => void lock.extend(), lockTtlMs / 3);
+        heartbeat.unref();
+        // Released here unless asHolder handed it to a kept set (which re-arms it from then on).
         const held: { lock: Lock | undefined } = { lock };
         try {
           return await asHolder(digest, seen, refresh, context, held);
         } finally {
+          clearInterval(heartbeat);
           await held.lock?.release();
         }
       }

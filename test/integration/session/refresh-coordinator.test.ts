@@ -167,6 +167,36 @@ describe('single-flight refresh across processes', () => {
     coordinator.close();
   });
 
+  it('keeps the lock while a provider call outlasts its TTL, so no other process refreshes with the same token', async () => {
+    // Staged end to end with a 300 ms lock and a 1 s provider call (the production case is a
+    // ~21 s DPoP refresh with nonce retry against the 15 s TTL).
+    // Fails if, in src/session/refresh.ts coordinate(), `setInterval(() => void lock.extend(), ...)`
+    // becomes `setInterval(() => undefined, ...)`.
+    const ended: string[] = [];
+    const endSession = async (d: string) => {
+      ended.push(d);
+      await a.records.remove(d);
+    };
+    const a = process_(endSession, { lockTtlMs: 300 });
+    const b = process_(endSession, { lockTtlMs: 300 });
+    const d = await newSession(a.records, initial);
+    const { provider, refresh } = rotatingProvider();
+    // The provider rotates at once and answers a second later.
+    const slow: RefreshFn = async (current) => {
+      const next = await refresh(current);
+      await new Promise((r) => setTimeout(r, 1000));
+      return next;
+    };
+    const seen = { version: 1, tokens: initial };
+    const onA = a.coordinator.refresh(d, seen, slow);
+    await new Promise((r) => setTimeout(r, 600)); // two lock TTLs into A's provider call
+    const onB = await b.coordinator.refresh(d, seen, slow);
+    expect(await onA).toMatchObject({ version: 2, tokens: { refreshToken: 'rt-1' } });
+    expect(onB).toMatchObject({ version: 2, tokens: { refreshToken: 'rt-1' } });
+    expect(provider.calls).toBe(1);
+    expect(ended).toEqual([]);
+  });
+
   describe('a token set the provider issued but Redis did not take', () => {
     it('keeps the refresh lock, so another process waits for that set instead of refreshing with the spent token', async () => {
       // Fails if, in src/session/refresh.ts coordinate(), `await held.lock?.release();` becomes
