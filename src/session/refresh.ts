@@ -45,6 +45,13 @@ export interface RefreshContext {
    * runs without one. Default true: no refresh token means login_required.
    */
   needsRefreshToken?: boolean;
+  /**
+   * Which renewal this is (the sign-in token's refresh, a resource's, a route's exchange): only
+   * calls of the same renewal share one in this process, so that one's failure (an exchange's
+   * 403 insufficient_scope) is never handed to another. Default: `exchange` when
+   * needsRefreshToken is false, else `refresh`.
+   */
+  renewal?: string;
 }
 
 export interface RefreshReport extends RefreshContext {
@@ -212,7 +219,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
 
   return {
     refresh(digest, seen, refresh, context = {}) {
-      const key = `${digest}:${seen.version}`;
+      const renewal = context.renewal ?? (context.needsRefreshToken === false ? 'exchange' : 'refresh');
+      const key = `${digest}:${seen.version}:${renewal}`;
       const pending = inFlight.get(key);
       if (pending) return pending;
       const promise = coordinate(digest, seen, refresh, context)

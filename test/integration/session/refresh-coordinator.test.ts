@@ -197,6 +197,38 @@ describe('single-flight refresh across processes', () => {
     expect(ended).toEqual([]);
   });
 
+  it("never hands one renewal's failure to a concurrent call of another renewal in the same process", async () => {
+    // Fails if, in src/session/refresh.ts refresh(), the single-flight key drops `:${renewal}`.
+    const a = process_();
+    const d = await newSession(a.records, initial);
+    const seen = { version: 1, tokens: initial };
+    const exchange: RefreshFn = async () => {
+      await new Promise((r) => setTimeout(r, 100));
+      throw new GatewayError('insufficient_scope');
+    };
+    const { provider, refresh } = rotatingProvider();
+    const [exchanged, refreshed] = await Promise.allSettled([
+      a.coordinator.refresh(d, seen, exchange, { needsRefreshToken: false }),
+      a.coordinator.refresh(d, seen, refresh, { needsRefreshToken: true }),
+    ]);
+    expect(exchanged).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_scope' } });
+    expect(refreshed).toMatchObject({ status: 'fulfilled', value: { version: 2, tokens: { refreshToken: 'rt-1' } } });
+    expect(provider.calls).toBe(1);
+
+    // Two resources' refreshes, told apart by the caller, do not share either.
+    const e = await newSession(a.records, initial);
+    const failing: RefreshFn = async () => {
+      await new Promise((r) => setTimeout(r, 100));
+      throw new GatewayError('token_refresh_failed');
+    };
+    const [one, other] = await Promise.allSettled([
+      a.coordinator.refresh(e, seen, failing, { renewal: 'resource https://one' }),
+      a.coordinator.refresh(e, seen, async (t) => ({ ...t, accessToken: 'at-other' }), { renewal: 'resource https://other' }),
+    ]);
+    expect(one).toMatchObject({ status: 'rejected', reason: { code: 'token_refresh_failed' } });
+    expect(other).toMatchObject({ status: 'fulfilled', value: { version: 2, tokens: { accessToken: 'at-other' } } });
+  });
+
   describe('a token set the provider issued but Redis did not take', () => {
     it('keeps the refresh lock, so another process waits for that set instead of refreshing with the spent token', async () => {
       // Fails if, in src/session/refresh.ts coordinate(), `await held.lock?.release();` becomes
