@@ -40,6 +40,18 @@ const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length ===
 });
 
 const redisNode = z.string().min(1);
+const tlsNode = (node: string) => node.includes('://') && URL.canParse(node) && new URL(node).protocol === 'rediss:';
+/**
+ * A cluster's or Sentinel set's nodes: `host:port`, `redis://` or `rediss://`. One TLS setting
+ * covers every connection of the client (the nodes a cluster reports, a Sentinel's master), so
+ * TLS is for all the nodes or none (redis/client.ts).
+ */
+const redisNodes = z
+  .array(redisNode)
+  .min(1)
+  .refine((nodes) => nodes.every(tlsNode) || !nodes.some(tlsNode), {
+    message: 'mix rediss:// and plaintext nodes; use rediss:// for all of them (TLS everywhere) or for none',
+  });
 
 export const routeSchema = z.strictObject({
   path: routePath,
@@ -151,11 +163,11 @@ export const configSchema = z
             message: 'must be a redis:// or rediss:// URL',
           })
           .optional(),
-        cluster: z.strictObject({ nodes: z.array(redisNode).min(1) }).optional(),
+        cluster: z.strictObject({ nodes: redisNodes }).optional(),
         sentinel: z
           .strictObject({
             name: z.string().min(1),
-            nodes: z.array(redisNode).min(1),
+            nodes: redisNodes,
             password: z.string().optional(),
           })
           .optional(),

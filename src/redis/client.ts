@@ -3,6 +3,8 @@
  * `commandTimeoutMs` fails, and nothing queues while disconnected, so a stalled or absent Redis
  * turns into a fast 503 instead of requests piling up; reconnection is automatic.
  */
+import { isIP } from 'node:net';
+import type { ConnectionOptions } from 'node:tls';
 import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
 import { enforceCommandDeadlines, type CommandDeadlines } from './deadlines.js';
@@ -12,6 +14,20 @@ export type RedisClient = Redis | Cluster;
 function hostPort(node: string): { host: string; port: number } {
   const url = new URL(node.includes('://') ? node : `redis://${node}`);
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) };
+}
+
+/**
+ * TLS from the parsed scheme, never from ioredis's reading of the string: it turns TLS on only
+ * for a literal lowercase `rediss://` URL and for no cluster or sentinel node, while the config
+ * (and its cleartext warning) reads `REDISS://` as TLS. Nodes all share one scheme (schema.ts).
+ * The certificate is verified against Node's CAs and the host connected to.
+ */
+const isTls = (urlOrNode: string): boolean => urlOrNode.includes('://') && new URL(urlOrNode).protocol === 'rediss:';
+
+/** A single node's TLS: its host name as SNI too (Node sends none unless told; never an IP). */
+function tlsFor(url: string): ConnectionOptions {
+  const host = hostPort(url).host;
+  return isIP(host) ? {} : { servername: host };
 }
 
 export interface CreateRedisOptions {
@@ -35,9 +51,11 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
 
   let client: RedisClient;
   if (cfg.cluster) {
+    const tls = cfg.cluster.nodes.some(isTls);
     const clusterOptions: ClusterOptions = {
       // A cluster's node clients come and go with its topology: ioredis's own per-command timer.
-      redisOptions: { ...common, commandTimeout: cfg.commandTimeoutMs },
+      // TLS for every node, those the cluster reports included.
+      redisOptions: { ...common, commandTimeout: cfg.commandTimeoutMs, ...(tls ? { tls: {} } : {}) },
       enableOfflineQueue: false,
       lazyConnect: true,
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
@@ -45,8 +63,11 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     };
     client = new Cluster(cfg.cluster.nodes.map(hostPort), clusterOptions);
   } else if (cfg.sentinel) {
+    // rediss:// sentinels: TLS to the sentinels and to the master they name.
+    const tls = cfg.sentinel.nodes.some(isTls);
     client = new Redis({
       ...common,
+      ...(tls ? { sentinelTLS: {}, tls: {}, enableTLSForSentinelMode: true } : {}),
       sentinels: cfg.sentinel.nodes.map(hostPort),
       name: cfg.sentinel.name,
       // A master that hangs or is cut off keeps its connections open: nothing would make this
@@ -58,7 +79,8 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
       ...(cfg.sentinel.password ? { sentinelPassword: cfg.sentinel.password } : {}),
     });
   } else {
-    client = new Redis(cfg.url ?? 'redis://127.0.0.1:6379', common);
+    const url = cfg.url ?? 'redis://127.0.0.1:6379';
+    client = new Redis(url, isTls(url) ? { ...common, tls: tlsFor(url) } : common);
   }
   // Without a listener ioredis prints every reconnect error to stderr, bypassing redaction.
   client.on('error', (err: Error) => options.onError?.(err));

@@ -90,6 +90,17 @@ describe('config loading', () => {
     expect(lines.length).toBeGreaterThanOrEqual(8);
   });
 
+  it('refuses cluster or sentinel nodes that mix rediss:// and plaintext (one TLS setting covers them all)', () => {
+    // Fails if, in src/config/schema.ts, `cluster: z.strictObject({ nodes: redisNodes })` goes back to `z.array(redisNode).min(1)`.
+    const mixed = ['rediss://a:6379', 'b:6379'];
+    expect(problems(minimal({ redis: { cluster: { nodes: mixed } } }))).toEqual([
+      'redis.cluster.nodes: mix rediss:// and plaintext nodes; use rediss:// for all of them (TLS everywhere) or for none',
+    ]);
+    expect(problems(minimal({ redis: { sentinel: { name: 'm', nodes: ['REDISS://a:26379', 'redis://b:26379'] } } }))).toHaveLength(1);
+    expect(problems(minimal({ redis: { cluster: { nodes: ['rediss://a:6379', 'REDISS://b:6379'] } } }))).toEqual([]);
+    expect(problems(minimal({ redis: { cluster: { nodes: ['redis://a:6379', 'b:6379'] } } }))).toEqual([]);
+  });
+
   it('checks cross-field rules: timeouts, redis modes, route paths, apiKey', () => {
     const lines = problems(
       minimal({
