@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument, type YAMLError } from 'yaml';
 import { configSchema } from './schema.js';
 import { derive, deepFreeze, type Config } from './derive.js';
 import { interpolate, type InterpolationProblem } from './interpolate.js';
@@ -51,17 +51,30 @@ export function loadConfigFile(file: string, options: LoadOptions): Config {
     const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
     throw new ConfigError([`${file}: cannot read the config file (${code})`]);
   }
+  // Only positions are reported: the parser's messages quote the source, which may hold a
+  // secret. So nothing goes through its own logging either (logLevel 'error': no
+  // process.emitWarning), and a warning is refused, not printed: the parser would go on past
+  // it (an unknown tag is ignored, its value taken as written).
   let document: unknown;
   try {
-    // Only the position is reported: the parser's message quotes the source, which may hold a secret.
-    document = parseYaml(text);
+    const doc = parseDocument(text, { logLevel: 'error' });
+    const [error] = doc.errors;
+    if (error) throw error;
+    if (doc.warnings.length > 0) {
+      throw new ConfigError(doc.warnings.map((w) => `${file}: YAML warning ${w.code}${at(w)}: refused, the parser would skip over it`));
+    }
+    document = doc.toJS();
   } catch (err) {
-    const where = (err as { linePos?: { line: number; col: number }[] }).linePos?.[0];
-    throw new ConfigError([
-      `${file}: not valid YAML${where ? ` (line ${where.line}, column ${where.col})` : ''}`,
-    ]);
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError([`${file}: not valid YAML${at(err)}`]);
   }
   return parseConfig(document, { ...options, baseDir: path.dirname(path.resolve(file)) });
+}
+
+/** ` (line L, column C)` of a parser error or warning, without its message. */
+function at(err: unknown): string {
+  const where = (err as Partial<Pick<YAMLError, 'linePos'>>).linePos?.[0];
+  return where ? ` (line ${where.line}, column ${where.col})` : '';
 }
 
 function applyEnvOverrides(doc: unknown, env: Readonly<Record<string, string | undefined>>): void {
