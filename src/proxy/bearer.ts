@@ -128,11 +128,11 @@ export function createCredentialResolver(deps: CredentialDeps) {
    * exchange, after refreshing the session's own first when the subject token is about to expire
    * (proxy/token-exchange.ts). Built only when a renewal is due, never on a steady-state call.
    */
-  function renewal(t: TokenSet, route: CompiledRoute, sub: string): { fn: RefreshFn; needsRefreshToken: boolean } {
+  function renewal(t: TokenSet, route: CompiledRoute, sub: string): { fn: RefreshFn; needsRefreshToken: boolean; renewal: string } {
     const exchanged = withExchange(route);
-    if (!exchanged) return { fn: refreshFor(route.resource, sub), needsRefreshToken: true };
-    if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true };
-    return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false };
+    if (!exchanged) return { fn: refreshFor(route.resource, sub), needsRefreshToken: true, renewal: route.resource ? `resource ${route.resource}` : 'refresh' };
+    if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true, renewal: 'refresh' };
+    return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false, renewal: `exchange ${route.path}` };
   }
 
   /** The session's token for the route; with `refused`, one newer than it, or undefined: pass. */
@@ -168,8 +168,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
         if (!(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
         claimed = true;
       }
-      const { fn, needsRefreshToken } = renewal(current.tokens as TokenSet, route, auth.sub);
-      current = await refresher.refresh(session.digest, current, fn, { handle: auth.handle, needsRefreshToken });
+      const next = renewal(current.tokens as TokenSet, route, auth.sub);
+      current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;
     if (!token) throw new GatewayError('token_refresh_failed');
