@@ -16,7 +16,7 @@ import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, connectRedis, createRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, connectRedis, createRedis, disconnectRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
@@ -268,7 +268,8 @@ async function connectConfiguredRedis(config: Config, logger: Logger, metrics: M
   try {
     await connectRedis(client, Math.max(config.redis.commandTimeoutMs * 3, 3000));
   } catch (err) {
-    client.disconnect();
+    // Through disconnectRedis: it also stops the client's command-deadline tick.
+    disconnectRedis(client);
     throw new StartupError(`redis: cannot connect (${err instanceof Error ? err.message : 'unknown error'})`);
   }
   return client;

@@ -7,27 +7,33 @@
  * closure for every call's one GETEX (about 1.3 µs a call, docs/benchmarks.md), to catch a
  * Redis that almost never stalls.
  *
- * How: one connection answers its commands in the order they were sent, and ioredis keeps the
- * commands awaiting an answer in that order (`commandQueue`). A tick every `timeoutMs / 10`
- * remembers the newest command in flight; once a remembered command is `timeoutMs` old and still
- * unanswered, it and every unanswered command sent before it fail with ioredis's own error
- * ("Command timed out"). Nothing is done per command: a stalled Redis still fails each command
- * between `timeoutMs` and `timeoutMs` plus one tick after it was sent, as before.
+ * How: ioredis keeps the commands awaiting an answer on a connection in the order they were
+ * sent (`commandQueue`), and a reply (or an error reply) always settles the oldest. A tick every
+ * `timeoutMs / 10` labels the commands sent since the previous tick, walking back from the
+ * newest, with the tick's number; a command answered between two ticks is never touched. Once a
+ * tick is `timeoutMs` old, every command still queued with its label or an older one fails with
+ * ioredis's own error ("Command timed out"): sent before that tick, it is at least `timeoutMs`
+ * old, and at most two ticks more. Labels only grow along the queue, so the commands already
+ * failed are skipped by a binary search: a long stall costs each command one label and one
+ * rejection, as ioredis's timers did.
  *
  * As with ioredis's timer, a failed command stays in the queue until Redis answers it or the
- * connection closes; its late answer is dropped.
+ * connection closes; its late answer is dropped. A connection that closes takes its queue with
+ * it (ioredis fails what was in flight), and the next one starts a new queue.
  */
 import type { Redis } from 'ioredis';
 
-/** What of ioredis a command queue is read through (its public `commandQueue`). */
+/** The tick a command was first seen in flight at (a property ioredis never reads). */
+const TICK = Symbol('bff.sentAtTick');
+
+/** What of ioredis a command and its queue are read through (the public `commandQueue`). */
 interface InFlight {
-  readonly isResolved: boolean;
+  [TICK]?: number;
   reject(err: Error): void;
 }
 interface CommandQueue {
   readonly length: number;
   peekAt(index: number): { command: InFlight } | undefined;
-  peekBack(): { command: InFlight } | undefined;
 }
 
 export interface CommandDeadlines {
@@ -35,13 +41,7 @@ export interface CommandDeadlines {
   stop(): void;
 }
 
-/** A tick's note: the newest command in flight then, and when. */
-interface Mark {
-  at: number;
-  command: InFlight;
-}
-
-/** Ticks per timeout: a command fails at most a tenth of the timeout late. */
+/** Ticks per timeout: a command fails at most two tenths of the timeout late. */
 const TICKS = 10;
 const MIN_TICK_MS = 5;
 
@@ -51,32 +51,58 @@ const MIN_TICK_MS = 5;
  */
 export function enforceCommandDeadlines(client: Redis, timeoutMs: number, now: () => number = performance.now.bind(performance)): CommandDeadlines {
   const tickMs = Math.max(MIN_TICK_MS, Math.floor(timeoutMs / TICKS));
-  // Oldest first; at most TICKS + 1 entries (a mark is dropped once it is due).
-  const marks: Mark[] = [];
+  let tick = 0;
+  /** When each recent tick ran, oldest first: [tick number, time]. */
+  const ticks: Array<[number, number]> = [];
+  /** Commands labelled up to this tick have been failed (on whatever queue held them). */
+  let failedThrough = 0;
+  let queueSeen: CommandQueue | undefined;
 
-  const tick = () => {
+  const run = () => {
     const t = now();
+    tick++;
+    ticks.push([tick, t]);
     const queue = client.commandQueue as unknown as CommandQueue;
-    let due: InFlight | undefined;
-    while (marks.length > 0 && t - (marks[0] as Mark).at >= timeoutMs) due = (marks.shift() as Mark).command;
-    if (due !== undefined && !due.isResolved) failUpTo(queue, due);
-    const newest = queue.peekBack()?.command;
-    if (newest !== undefined && !newest.isResolved && marks.at(-1)?.command !== newest) marks.push({ at: t, command: newest });
+    if (queue !== queueSeen) {
+      // A new connection's queue: nothing on it has been failed yet.
+      queueSeen = queue;
+      failedThrough = 0;
+    }
+    label(queue, tick);
+    let due = 0;
+    while (ticks.length > 0 && t - (ticks[0] as [number, number])[1] >= timeoutMs) due = (ticks.shift() as [number, number])[0];
+    if (due > failedThrough) {
+      failBetween(queue, failedThrough, due);
+      failedThrough = due;
+    }
   };
-  const timer = setInterval(tick, tickMs);
+  const timer = setInterval(run, tickMs);
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }
 
-/**
- * Every unanswered command up to `due`, which was sent before it. `due` unanswered means it is
- * still queued (ioredis rejects what it drops from the queue), so the walk finds it.
- */
-function failUpTo(queue: CommandQueue, due: InFlight): void {
-  for (let i = 0; i < queue.length; i++) {
-    const command = queue.peekAt(i)?.command;
-    if (command === undefined) return;
-    if (!command.isResolved) command.reject(new Error('Command timed out'));
-    if (command === due) return;
+/** Labels the commands sent since the last tick: the unlabelled tail of the queue. */
+function label(queue: CommandQueue, tick: number): void {
+  for (let i = queue.length - 1; i >= 0; i--) {
+    const command = (queue.peekAt(i) as { command: InFlight }).command;
+    if (command[TICK] !== undefined) return;
+    command[TICK] = tick;
+  }
+}
+
+/** Fails the queued commands labelled after `after` and up to `through`. */
+function failBetween(queue: CommandQueue, after: number, through: number): void {
+  // The first command labelled after `after`: labels never decrease along the queue.
+  let lo = 0;
+  let hi = queue.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (((queue.peekAt(mid) as { command: InFlight }).command[TICK] ?? Infinity) <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < queue.length; i++) {
+    const command = (queue.peekAt(i) as { command: InFlight }).command;
+    if ((command[TICK] ?? Infinity) > through) return;
+    command.reject(new Error('Command timed out'));
   }
 }
