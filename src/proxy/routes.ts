@@ -76,6 +76,18 @@ function foldCase(decoded: string): string {
   return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase();
 }
 
+/**
+ * No letter A-Z and nothing beyond ASCII: the path is its own folded form, and the common
+ * lowercase call skips foldCase's allocations (a route with routes below it checks every call).
+ */
+function foldsToItself(decoded: string): boolean {
+  for (let i = 0; i < decoded.length; i++) {
+    const c = decoded.charCodeAt(i);
+    if (c >= 0x80 || (c >= 0x41 && c <= 0x5a)) return false;
+  }
+  return true;
+}
+
 interface Entry {
   route: CompiledRoute;
   decoded: string;
@@ -103,7 +115,7 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
         if (!under(path, decoded)) continue;
         if (shadows.length === 0) return route;
         // Only longer routes can shadow this match, and the exact match already missed them.
-        const folded = foldCase(path);
+        const folded = foldsToItself(path) ? path : foldCase(path);
         for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;
         return route;
       }

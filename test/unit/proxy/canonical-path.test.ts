@@ -129,6 +129,13 @@ describe('routes on the canonical path', () => {
     expect(picked(m, '/api/cafe')).toBe('/api');
   });
 
+  it('refuses a lowercase path that a route written in capitals names (the path needs no folding)', () => {
+    const { match: m } = compileRoutes([route('/api'), route('/api/Admin')]);
+    expect(picked(m, '/api/admin/x')).toBe('refused');
+    expect(picked(m, '/api/Admin/x')).toBe('/api/Admin');
+    expect(picked(m, '/api/other')).toBe('/api');
+  });
+
   it('costs nothing for routes with no route below them in any case', () => {
     const { match: m } = compileRoutes([route('/api'), route('/live'), route('/API2')]);
     expect(picked(m, '/api/ADMIN')).toBe('/api');
