@@ -37,15 +37,28 @@ export interface WebSocketDeps {
   clock: () => number;
 }
 
+/** How long a refusal may take to reach a client that does not read it before its socket is cut. */
+const REFUSAL_FLUSH_MS = 5_000;
+
+/**
+ * Answers a refused upgrade and closes its socket for good. end() alone only sends our FIN: the
+ * server allows half-open sockets and an upgraded one has no timeout, so a client that never
+ * sends its own FIN would keep the socket (and, after track(), its hold and gauge) for ever.
+ * So the socket is destroyed once the answer is flushed, or after a short bound if it never is.
+ */
 function refuse(socket: Socket, error: GatewayError): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
   const body = JSON.stringify(error.toBody());
+  const bound = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS);
+  bound.unref();
+  socket.once('close', () => clearTimeout(bound));
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
       `Content-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
   );
 }
 

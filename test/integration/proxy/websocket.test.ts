@@ -5,13 +5,14 @@
  * segments before sending. Real provider, real Redis, real upstreams.
  */
 import http from 'node:http';
-import type { Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { rawUpgrade } from '../../support/raw-http.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { withTimeout } from '../../support/wait.js';
 
 let stack: Stack;
 let live: Upstream;
@@ -106,5 +107,36 @@ describe('WebSocket upgrades', () => {
     expect(res.headers.get('x-upstream-secret')).toBeNull();
     expect(res.headers.get('set-cookie')).toBeNull();
     expect(res.text).not.toContain('upstream error page');
+  });
+
+  /**
+   * A client that never sends its FIN (allowHalfOpen) must not keep the gateway's socket: the
+   * server allows half-open sockets and an upgraded one has no timeout, so one such client per
+   * request would run the gateway out of file descriptors.
+   * Fails if, in http/websocket.ts refuse(), the `() => socket.destroy()` callback of socket.end is removed.
+   */
+  it('closes its side of a refused upgrade even when the client never sends its FIN', async () => {
+    const gatewaySide = new Promise<Socket>((resolve) => stack.gateway.server.once('upgrade', (_req, socket: Socket) => resolve(socket)));
+    const url = new URL(stack.gateway.url);
+    const client = net.connect({ host: url.hostname, port: Number(url.port), allowHalfOpen: true });
+    try {
+      let answer = '';
+      client.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+      const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+      client.write(
+        `GET /live/socket HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: https://evil.example\r\n\r\n',
+      );
+      const socket = await withTimeout(gatewaySide, 5_000, 'the upgrade to reach the gateway');
+      const closed = socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      await withTimeout(ended, 5_000, 'the refusal to end');
+      expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+      expect(answer).toContain('csrf_check_failed');
+      // The client still holds its half open: only the gateway can close its own socket.
+      await withTimeout(closed, 3_000, "the gateway's socket to close");
+      expect(live.wsConnections).toHaveLength(0);
+    } finally {
+      client.destroy();
+    }
   });
 });
