@@ -100,6 +100,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     if (session?.tokens) track(session, socket, route.path);
     deps.checkStepUp?.(req, route, session);
     const credential = await deps.resolveCredential(route, session);
+    // The client left while the credential was fetched (a refresh may take seconds): its hold
+    // is released already, so an upstream WebSocket opened now would never be closed.
+    if (socket.destroyed) return;
     // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.
     await (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
   }

@@ -50,6 +50,8 @@ function switchingProtocols(upstream: http.IncomingMessage, isGatewayCookie: (na
   return `${head}\r\n`;
 }
 
+const browserLeft = () => new GatewayError('bad_gateway', { cause: new Error('the browser left during the WebSocket handshake') });
+
 /**
  * Opens the upstream WebSocket for `req` and joins it to the browser's `socket`. Resolves once
  * the 101 is written to the browser; rejects (having written nothing) with 502 bad_gateway when
@@ -58,6 +60,9 @@ function switchingProtocols(upstream: http.IncomingMessage, isGatewayCookie: (na
  */
 export function openTunnel(req: http.IncomingMessage, socket: Socket, head: Buffer, options: TunnelOptions): Promise<void> {
   const { target } = options;
+  // A browser already gone has had its 'close': the listener below would never hear it, and the
+  // upstream WebSocket would be opened and never closed.
+  if (socket.destroyed) return Promise.reject(browserLeft());
   return new Promise<void>((resolve, reject) => {
     let settled = false;
     const settle = (err?: GatewayError): boolean => {
@@ -81,7 +86,7 @@ export function openTunnel(req: http.IncomingMessage, socket: Socket, head: Buff
     const timer = setTimeout(() => upstreamReq.destroy(new UpstreamTimeout('no WebSocket handshake answer in time')), options.timeoutMs);
     timer.unref();
     const onBrowserGone = () => {
-      if (settle(new GatewayError('bad_gateway', { cause: new Error('the browser left during the WebSocket handshake') }))) upstreamReq.destroy();
+      if (settle(browserLeft())) upstreamReq.destroy();
     };
     socket.once('close', onBrowserGone);
 

@@ -42,6 +42,8 @@ export interface Upstream {
   start(): Promise<void>;
   /** WebSocket handshakes (only with `websocket: true`; they are not in `requests`). */
   wsConnections: WsConnection[];
+  /** WebSockets open right now (only with `websocket: true`): those not yet closed by either side. */
+  readonly openWebSockets: number;
 }
 
 const HOST = '127.0.0.1';
@@ -125,6 +127,10 @@ class UpstreamServer implements Upstream {
 
   get url(): string {
     return `http://${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}`;
+  }
+
+  get openWebSockets(): number {
+    return this.wss?.clients.size ?? 0;
   }
 
   reset(): void {

@@ -11,6 +11,10 @@
  *     after the abandoned one gets 429 (the abandoned one kept the session's only place).
  *   - src/http/websocket.ts: delete `if (socket.destroyed) return;` → bff_websockets_open never
  *     drops back to 0 and the session stays held.
+ *
+ * And a client that goes away while its WebSocket's credential is fetched (security review):
+ * the credential arriving afterwards must not open an upstream WebSocket that nothing would
+ * ever close (the session hold is released already, so not even a logout could).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
@@ -32,11 +36,16 @@ beforeAll(async () => {
   redis = await startRedisServer();
   upstream = await startUpstream({ websocket: true });
   stack = await startStack({
+    client: { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] },
     app: { eventStream: { maxPerSession: 1 } },
     config: {
       redisUrl: redis.url,
       redis: { commandTimeoutMs: 20_000 },
-      routes: [{ path: '/live', target: upstream.url, auth: 'user', websocket: true }],
+      routes: [
+        { path: '/live', target: upstream.url, auth: 'user', websocket: true },
+        // No session to read: the first await is the client token, read from (stalled) Redis.
+        { path: '/service-live', target: upstream.url, auth: 'client', websocket: true },
+      ],
     },
   });
   const client = new BrowserClient();
@@ -100,5 +109,42 @@ describe('a client that leaves while its session is read', () => {
     expect(next.status).toBe(101); // rawUpgrade closes it at once
     await eventually('no WebSocket open', 10_000, async () => (await gauge('bff_websockets_open')) === 0);
     await eventually('no session held', 10_000, () => stack.gateway.runtime.held.digests().length === 0);
+  });
+});
+
+describe('a client that leaves while its WebSocket credential is fetched', () => {
+  /**
+   * Fails if, in src/http/websocket.ts, the `if (socket.destroyed) return;` after
+   * resolveCredential is removed: openTunnel's own guard then refuses the gone browser, reported
+   * as a failed upgrade (the log check). With that guard removed too (its own test is in
+   * proxy/websocket.test.ts), the abandoned handshake reaches the upstream and stays open.
+   */
+  it('opens no upstream WebSocket, and reports no failure', async () => {
+    upstream.reset();
+    const logsBefore = stack.gateway.logs.length;
+    const { server } = stack.gateway;
+    const closed = new Promise<void>((done) => {
+      server.once('upgrade', (_req: IncomingMessage, socket: Socket) => {
+        socket.once('close', () => done());
+        // After the (absent) session was read, so while the client token is read from Redis.
+        setImmediate(() => socket.destroy());
+      });
+    });
+    const headers = { origin: stack.config.derived.publicOrigin };
+    redis.pause();
+    try {
+      const sent = rawUpgrade(stack.gateway.url, '/service-live/socket', headers).catch(() => undefined);
+      await withTimeout(closed, 10_000, 'the abandoned connection to close');
+      await withTimeout(sent, 10_000, 'the client to see the cut');
+    } finally {
+      redis.resume();
+    }
+    // This one waits on the same client token: the abandoned one's credential arrives first, so
+    // an upstream handshake it sent would reach the upstream before this one's.
+    const next = await rawUpgrade(stack.gateway.url, '/service-live/socket', headers);
+    expect(next.status).toBe(101); // rawUpgrade closes it at once
+    await eventually('no upstream WebSocket open', 5_000, () => upstream.openWebSockets === 0);
+    expect(upstream.wsConnections).toHaveLength(1);
+    expect(stack.gateway.logs.slice(logsBefore).filter((line) => line.includes('websocket_refused'))).toEqual([]);
   });
 });

@@ -13,6 +13,7 @@ import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import { withTimeout } from '../../support/wait.js';
+import { openTunnel } from '../../../src/proxy/websocket-tunnel.js';
 
 let stack: Stack;
 let live: Upstream;
@@ -138,5 +139,25 @@ describe('WebSocket upgrades', () => {
     } finally {
       client.destroy();
     }
+  });
+
+  /**
+   * A browser socket whose 'close' has been and gone (the browser left while the credential was
+   * fetched) must not get an upstream WebSocket: nothing would ever close it.
+   * Fails if, in proxy/websocket-tunnel.ts, `if (socket.destroyed) return Promise.reject(browserLeft());` is removed.
+   */
+  it('opens no upstream WebSocket for a browser socket already closed', async () => {
+    const url = new URL(stack.gateway.url);
+    const gone = net.connect({ host: url.hostname, port: Number(url.port) });
+    await withTimeout(new Promise((resolve) => gone.once('connect', resolve)), 5_000, 'a socket to connect');
+    const closed = new Promise((resolve) => gone.once('close', resolve));
+    gone.destroy();
+    await withTimeout(closed, 5_000, 'the socket to close');
+    const req = {
+      headers: { 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version': '13' },
+    } as unknown as http.IncomingMessage;
+    const opened = openTunnel(req, gone, Buffer.alloc(0), { target: new URL(live.url), path: '/live/socket', timeoutMs: 5_000, isGatewayCookie: () => false });
+    await expect(withTimeout(opened, 5_000, 'the tunnel to settle')).rejects.toMatchObject({ code: 'bad_gateway' });
+    expect(live.wsConnections).toHaveLength(0);
   });
 });
