@@ -66,7 +66,14 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const readSession = createSessionReader(config, runtime.records);
   const requestTracing = runtime.tracing.enabled ? createRequestTracing(runtime.tracing, config.server.authPath) : undefined;
   // A proxied call that failed comes through Express only to be answered by the error handler.
-  app.use((req: Failed, _res, next) => next(req[FAILED]?.error));
+  // If its body has not all arrived, the connection closes after the answer: Node would otherwise
+  // read and discard the rest for as long as the client trickles it, and the body deadline below
+  // is skipped on this path (so that proxied uploads are never cut).
+  app.use((req: Failed, res, next) => {
+    const failed = req[FAILED];
+    if (failed !== undefined && !req.complete) res.shouldKeepAlive = false;
+    next(failed?.error);
+  });
   // A span per gateway endpoint, around everything below (only when tracing is on).
   if (requestTracing) app.use(requestTracing.endpoints);
   // The first middleware of the gateway's own endpoints (a failed proxied call skips it: the

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack, type Stack } from '../../support/stack.js';
 import type { TestGateway } from '../../support/gateway.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { withTimeout } from '../../support/wait.js';
 
 const BOUND_MS = 15_000;
 let stack: Stack;
@@ -123,5 +124,34 @@ describe('a slow upload to a proxied route', () => {
     } finally {
       upstream.setHandler(undefined);
     }
+  });
+});
+
+/**
+ * A proxied call the gateway refuses is answered by the error handler, past the body deadline
+ * (proxied uploads are never cut): if the connection stayed open for the body, a client could
+ * keep it for as long as it trickles one, on any path, without signing in.
+ * Fails if, in app.ts, `if (failed !== undefined && !req.complete) res.shouldKeepAlive = false;` is removed.
+ */
+describe('a proxied call refused before its body arrived', () => {
+  const REFUSED_BOUND_MS = 5_000;
+
+  it.each([
+    ['403 csrf_check_failed (no x-csrf header)', 'POST /api/upload HTTP/1.1', 403],
+    ['400 invalid_request (a refused path)', 'POST /api/%2e%2e/upload HTTP/1.1', 400],
+  ])('%s: answered, then the connection is closed while the body still trickles', async (_name, requestLine, status) => {
+    upstream.reset();
+    const exchange = await send([requestLine, host(), 'Content-Type: application/octet-stream', 'Content-Length: 100'].join('\r\n'), 'x'.repeat(10));
+    // A byte every 200 ms: the body keeps arriving, far slower than it could be drained.
+    const trickle = setInterval(() => exchange.socket.writable && exchange.socket.write('x'), 200);
+    try {
+      await withTimeout(exchange.closed, REFUSED_BOUND_MS, 'the refused connection to close');
+    } finally {
+      clearInterval(trickle);
+      exchange.socket.destroy();
+    }
+    expect(exchange.received()).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(exchange.received()).toMatch(/\r\nconnection: close\r\n/i);
+    expect(upstream.requests).toHaveLength(0);
   });
 });
