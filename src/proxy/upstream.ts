@@ -9,7 +9,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { Readable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import {
   createProxyMiddleware,
   debugProxyErrorsPlugin,
@@ -82,6 +82,18 @@ export interface Upstream {
    */
   upgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, credential: Credential | undefined): Promise<void>;
   close(): void;
+}
+
+/**
+ * A 101 answer to a plain call (the gateway's own upgrades go through websocket-tunnel.ts). With
+ * no 'upgrade' listener Node destroys the socket and the request emits only 'close': no
+ * 'response', no 'error', and the deadline takes a destroyed request for settled, so the
+ * browser's call would wait for ever. Heard here, it becomes the request's error, handled by
+ * httpxy's own error listener like any other: 502 bad_gateway. One shared listener, no closure.
+ */
+function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage, socket: Duplex): void {
+  socket.destroy();
+  this.emit('error', new Error('the upstream answered a plain request with 101 Switching Protocols'));
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
@@ -189,6 +201,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     // started answering is never cut by it.
     proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
       deadlines.track(proxyReq);
+      proxyReq.on('upgrade', switchedProtocols);
       (req as Retriable)[POOLED] = proxyReq.reusedSocket;
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {

@@ -4,6 +4,7 @@
  * (so that INFO commandstats counts this file's commands only).
  */
 import http from 'node:http';
+import net from 'node:net';
 import { Readable } from 'node:stream';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -29,6 +30,8 @@ let redis: RedisServer;
 let provider: TestProvider;
 let upstream: Upstream;
 let slow: Upstream;
+/** Answers every request with `101 Switching Protocols`, never anything else. */
+let switching: net.Server;
 let config: Config;
 let gw: TestGateway;
 let gw2: TestGateway;
@@ -37,6 +40,11 @@ beforeAll(async () => {
   redis = await startRedisServer();
   upstream = await startUpstream();
   slow = await startUpstream();
+  switching = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'));
+  });
+  await new Promise<void>((resolve) => switching.listen(0, '127.0.0.1', resolve));
   const reserved = await reserveServer();
   provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 300 } });
   config = buildTestConfig({
@@ -49,6 +57,7 @@ beforeAll(async () => {
       { path: '/public', target: upstream.url, auth: 'none' },
       { path: '/maybe', target: upstream.url, auth: 'user-optional' },
       { path: '/slow', target: slow.url, auth: 'none', timeoutSeconds: 1 },
+      { path: '/switching', target: `http://127.0.0.1:${(switching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
     ],
   });
   gw = await startTestGateway(config, reserved, { clock });
@@ -62,6 +71,7 @@ afterAll(async () => {
   await provider?.close();
   await upstream?.close();
   await slow?.close();
+  await new Promise((resolve) => switching?.close(resolve));
   await redis?.close();
 });
 
@@ -240,6 +250,14 @@ describe('upstream failures and streaming', () => {
   it('answers 504 gateway_timeout when the upstream does not answer within timeoutSeconds', async () => {
     const res = await new BrowserClient().get(`${gw.url}/slow/slow?ms=3000`, { headers: csrf });
     expectErrorBody(res, 'gateway_timeout', 504);
+  });
+
+  // Node destroys the socket of a 101 nobody listens for, and the upstream request then emits
+  // only 'close' (no 'response', no 'error'), which the deadline took for settled.
+  // Fails if, in src/proxy/upstream.ts, `proxyReq.on('upgrade', switchedProtocols);` is removed.
+  it('answers 502 bad_gateway when the upstream answers a plain call with 101, within the route timeout', async () => {
+    const res = await rawExchange(gw.url, { target: '/switching/x', headers: csrf, deadlineMs: 2500 });
+    expectErrorBody(res, 'bad_gateway', 502);
   });
 
   // Fails if, in src/proxy/headers.ts compileRequestHeaderStrip, 'expect' leaves the strip set:
