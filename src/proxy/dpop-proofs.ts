@@ -42,6 +42,17 @@ export function dpopChallenge(header: string | readonly string[] | undefined): D
 }
 
 /**
+ * RFC 9449 §8.2: a DPoP-Nonce on any answer of a DPoP route (a WebSocket handshake's too) is
+ * kept for the next proofs. True when the answer had one.
+ */
+export function keepNonce(attachment: DpopAttachment, answer: Pick<IncomingMessage, 'headers'>): boolean {
+  const nonce = parseNonce(answer.headers['dpop-nonce']);
+  if (nonce === undefined) return false;
+  attachment.nonce(nonce);
+  return true;
+}
+
+/**
  * RFC 9449 §7.1, §8.2: a DPoP route's answer may carry a new nonce (kept for the next proofs),
  * and a 401 `DPoP error="use_dpop_nonce"` is answered by one retry with a proof that carries it
  * (body-less requests only: a streamed body cannot be sent twice). True when it should retry.
@@ -51,9 +62,7 @@ export function retryForNonce(
   answer: Pick<IncomingMessage, 'statusCode' | 'headers'>,
   alreadyRetried: boolean,
 ): boolean {
-  const nonce = parseNonce(answer.headers['dpop-nonce']);
-  if (nonce === undefined) return false;
-  proofs.attachment.nonce(nonce);
+  if (!keepNonce(proofs.attachment, answer)) return false;
   if (answer.statusCode !== 401 || !proofs.bodyless || alreadyRetried) return false;
   return dpopChallenge(answer.headers['www-authenticate'])?.error === 'use_dpop_nonce';
 }

@@ -316,7 +316,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       prepareHeaders(req, credential);
       trace?.start(req);
       const path = upstreamTarget(req.url ?? '/');
-      const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie });
+      const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie, dpop: credential?.dpop });
       return trace ? trace.settled(req, opened) : opened;
     },
     close() {

@@ -15,6 +15,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { GatewayError } from '../errors.js';
+import { keepNonce, type DpopAttachment } from './dpop-proofs.js';
 import { responseHeaders } from './headers.js';
 import { fromUpstreamError, UpstreamTimeout } from './errors.js';
 import { joinTargetPath } from './target-path.js';
@@ -27,6 +28,11 @@ export interface TunnelOptions {
   /** How long the upstream may take to answer the handshake. */
   timeoutMs: number;
   isGatewayCookie: (name: string) => boolean;
+  /**
+   * A DPoP route's proofs: a DPoP-Nonce on the handshake's answer, 101 or refusal, is kept, so
+   * that the SPA's reconnect carries it (there is no nonce retry within a handshake).
+   */
+  dpop?: DpopAttachment | undefined;
 }
 
 /** Joins the target's own path prefix and the request path, as httpxy does for HTTP calls. */
@@ -94,6 +100,7 @@ export function openTunnel(req: http.IncomingMessage, socket: Socket, head: Buff
       settle(fromUpstreamError(err));
     });
     upstreamReq.on('response', (res) => {
+      if (options.dpop !== undefined) keepNonce(options.dpop, res);
       res.resume();
       upstreamReq.destroy();
       settle(
@@ -105,6 +112,7 @@ export function openTunnel(req: http.IncomingMessage, socket: Socket, head: Buff
     });
     upstreamReq.on('upgrade', (res, upstreamSocket: Duplex, upstreamHead: Buffer) => {
       const upstream = upstreamSocket as Socket;
+      if (options.dpop !== undefined) keepNonce(options.dpop, res);
       if (String(res.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
         upstream.destroy();
         settle(new GatewayError('bad_gateway', { description: 'The upstream API refused the WebSocket upgrade.', cause: new Error('upstream switched to another protocol') }));

@@ -9,8 +9,8 @@
  * src/oidc/flows.ts fails the first test.
  */
 import http from 'node:http';
-import WebSocket from 'ws';
-import type { AddressInfo } from 'node:net';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { AddressInfo, Socket } from 'node:net';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { createDemoApi, type DemoApi } from '../../../src/dev/demo-api.js';
 import { jwkThumbprint, accessTokenHash } from '../../../src/crypto/dpop.js';
@@ -81,9 +81,43 @@ let gw2: TestGateway;
 let demo: Awaited<ReturnType<typeof startRecordedDemoApi>>;
 let echo: Upstream;
 let live: Upstream;
+/**
+ * A WebSocket-only upstream that requires its nonce: a handshake whose proof lacks the current
+ * one gets 401 use_dpop_nonce with it; an accepted one gets a 101 with the next nonce.
+ */
+let nonced: { url: string; nonces: (string | undefined)[]; close(): Promise<void> };
+
+async function startNoncedWebSockets(): Promise<typeof nonced> {
+  const nonces: (string | undefined)[] = [];
+  const issued = ['ws-1', 'ws-2', 'ws-3'];
+  let current = 0;
+  const wss = new WebSocketServer({ noServer: true });
+  wss.on('headers', (headers) => headers.push(`DPoP-Nonce: ${issued[current] as string}`));
+  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  server.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
+    const nonce = decodeJwt(String(req.headers.dpop)).nonce as string | undefined;
+    nonces.push(nonce);
+    if (nonce !== issued[current]) {
+      socket.end(`HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: DPoP error="use_dpop_nonce"\r\nDPoP-Nonce: ${issued[current] as string}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+      return;
+    }
+    current += 1; // the 101 carries the next one
+    wss.handleUpgrade(req, socket, head, () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    nonces,
+    close: async () => {
+      for (const client of wss.clients) client.terminate();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 beforeAll(async () => {
-  [echo, demo, live] = await Promise.all([startUpstream(), startRecordedDemoApi(), startUpstream({ websocket: true })]);
+  [echo, demo, live, nonced] = await Promise.all([startUpstream(), startRecordedDemoApi(), startUpstream({ websocket: true }), startNoncedWebSockets()]);
   stack = await startStack({
     clock,
     provider: {
@@ -101,6 +135,7 @@ beforeAll(async () => {
         { path: '/plain', target: echo.url, auth: 'user' },
         { path: '/strip', target: `${echo.url}/base`, auth: 'user', dpop: true, stripPrefix: true },
         { path: '/live', target: live.url, auth: 'user', dpop: true, websocket: true },
+        { path: '/nonced', target: nonced.url, auth: 'user', dpop: true, websocket: true },
       ],
     },
   });
@@ -115,6 +150,7 @@ afterAll(async () => {
   await demo?.close();
   await echo?.close();
   await live?.close();
+  await nonced?.close();
 });
 
 async function signedIn() {
@@ -304,6 +340,31 @@ describe('DPoP (RFC 9449)', () => {
     const handshake = live.wsConnections.at(-1);
     expect(handshake?.headers.authorization).toBe(`DPoP ${tokens?.accessToken}`);
     expect(proofClaims(String(handshake?.headers.dpop))).toMatchObject({ htm: 'GET', htu: `${live.url}/live/socket`, ath: accessTokenHash(tokens!.accessToken) });
+  });
+
+  // Fails if, in src/proxy/websocket-tunnel.ts, `if (options.dpop !== undefined) keepNonce(options.dpop, res);`
+  // is removed from the 'response' handler: every handshake then goes without the nonce, refused.
+  // (Removing it from the 'upgrade' handler fails the third handshake.)
+  it("keeps a WebSocket upstream's DPoP-Nonce from a refused handshake and from a 101: the reconnect carries it", async () => {
+    const { cookie } = await signedIn();
+    const connect = async () => {
+      const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/nonced/socket`, {
+        headers: { origin: config.derived.publicOrigin, cookie: `${config.derived.sessionCookieName}=${cookie}` },
+      });
+      const status = await new Promise<number>((resolve) => {
+        ws.once('open', () => resolve(101));
+        ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+        ws.once('error', () => resolve(0));
+      });
+      ws.terminate();
+      return status;
+    };
+    // No nonce retry within a handshake: the first is refused (502), its nonce kept.
+    expect(await connect()).toBe(502);
+    expect(await connect()).toBe(101);
+    // The 101 carried the next nonce: the reconnect after it uses that one.
+    expect(await connect()).toBe(101);
+    expect(nonced.nonces).toEqual([undefined, 'ws-1', 'ws-2']);
   });
 
   it('answers 401 login_required on a DPoP route for a session signed in before DPoP was on, and calls no upstream', async () => {
