@@ -113,10 +113,15 @@ export function createJwks(
         const kid = protectedHeader.kid ?? '';
         if (!mayRefetch(kid, at)) throw err;
         lastRefetch = at;
-        remember(kid, at);
-        pending = remote.reload().finally(() => {
-          pending = undefined;
-        });
+        // The kid is remembered only once a set was fetched without it: a refetch the provider
+        // failed (5xx, not a key set, timeout) says nothing about the kid, and remembering it
+        // would refuse that kid's sign-ins as invalid for perKidSeconds after the provider is back.
+        pending = remote
+          .reload()
+          .then(() => remember(kid, at))
+          .finally(() => {
+            pending = undefined;
+          });
       }
       await pending;
       return remote(protectedHeader, token);

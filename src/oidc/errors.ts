@@ -121,12 +121,26 @@ export function fromCallbackError(err: unknown): GatewayError {
   // (an OAuth error such as invalid_grant, JSON or not) stays the sign-in's fault below.
   const { status } = providerAnswer(err);
   const outage = status !== undefined && (status >= 500 || status < 400);
-  if (err instanceof TypeError || isTimeout(err) || outage || err instanceof joseErrors.JWKSTimeout) {
+  if (err instanceof TypeError || isTimeout(err) || outage || keySetUnavailable(err)) {
     return new GatewayError('provider_unavailable', { cause: err });
   }
   // Validation failures (iss, aud, nonce, signature, iat...) are the provider's answer being
   // unacceptable: fail closed with a 400 and no session.
   return new GatewayError('invalid_request', { cause: err, description: 'The sign-in could not be completed; start again.' });
+}
+
+/**
+ * The provider's key set could not be had: its fetch timed out (JWKSTimeout), the answer was not
+ * a 200 or not JSON, or the JSON is no public key set (JWKSInvalid). jose (6.2) has no class of
+ * its own for "not 200 / not JSON": it throws its base JOSEError, whose code ERR_JOSE_GENERIC
+ * every subclass overrides and which nothing else in jose throws (jwks/remote.js fetchJwks), so
+ * the code tells it apart without the message. Pinned by
+ * test/integration/reliability/callback-provider-outage.test.ts. A signature or claim that does
+ * not verify is a subclass with its own code, and stays the sign-in's 400.
+ */
+function keySetUnavailable(err: unknown): boolean {
+  if (!(err instanceof joseErrors.JOSEError)) return false;
+  return err instanceof joseErrors.JWKSTimeout || err.code === joseErrors.JOSEError.code || err instanceof joseErrors.JWKSInvalid;
 }
 
 function isTimeout(err: unknown): boolean {

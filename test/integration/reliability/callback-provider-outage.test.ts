@@ -1,15 +1,24 @@
 /**
  * SPEC §7: the provider failing during the callback (its token endpoint answering 5xx, or an
- * HTML page where a token response belongs; its keys not answering in time) is 503
- * provider_unavailable, like a provider down at /auth/login, not the user's 400. A refusal the
- * provider means (a 4xx OAuth error such as invalid_grant) stays 400 invalid_request.
+ * HTML page where a token response belongs; its keys not answering in time, or answering with
+ * something other than a key set) is 503 provider_unavailable, like a provider down at
+ * /auth/login, not the user's 400. A refusal the provider means (a 4xx OAuth error such as
+ * invalid_grant) stays 400 invalid_request.
  *
  * The browser signs in at the real provider; the tampering front at the issuer answers the code
- * exchange or the JWKS fetch itself.
+ * exchange or the JWKS fetch itself. The keys are refetched when an ID token names a kid the
+ * cached set lacks: a key rotation is the provider restarted behind the front with a new key
+ * first (oidc-provider reads its keys once, at start), as in test/integration/oidc/key-rotation.
  *
  * Fails if, in oidc/errors.ts fromCallbackError, `|| outage` is removed (the token endpoint
- * cases), or `|| err instanceof joseErrors.JWKSTimeout` is removed (the JWKS case).
+ * cases), or `err instanceof joseErrors.JWKSTimeout ||` is removed (the JWKS timeout case), or
+ * in keySetUnavailable `|| err.code === joseErrors.JOSEError.code` is removed (a JWKS answering
+ * 503 or an HTML 200) or `|| err instanceof joseErrors.JWKSInvalid` (JSON that is no key set).
+ * The "sign-in works once they answer" part fails if, in oidc/client.ts createJwks, the kid is
+ * remembered before the refetch succeeds (`.then(() => remember(kid, at))` moved back before
+ * the reload): a kid whose refetch failed was then not refetched for 60 s, a 400 meanwhile.
  */
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
@@ -24,17 +33,20 @@ const JWKS_TIMEOUT_TEST_MS = 30_000;
 let front: ProviderFront;
 let provider: TestProvider;
 let gw: TestGateway;
+let clients: TestProvider['clients'];
+const retired: TestProvider[] = [];
 
 beforeAll(async () => {
   front = await startProviderFront();
   const reserved = await reserveServer();
-  provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
+  clients = [gatewayClient(reserved.url)];
+  provider = await startFrontedProvider(front, { clients });
   gw = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved);
 });
 
 afterAll(async () => {
   await gw?.close();
-  await provider?.close();
+  for (const p of [provider, ...retired]) await p?.close();
   await front?.close();
 });
 
@@ -95,4 +107,42 @@ describe("the provider's keys do not answer during the callback", () => {
     },
     JWKS_TIMEOUT_TEST_MS,
   );
+});
+
+/** Restarts the provider behind the front with a new signing key first, the old ones still published. */
+async function rotateKey(kid: string): Promise<void> {
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const key: JWK = { ...(await exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' };
+  const old = provider;
+  provider = await startFrontedProvider(front, { clients, jwks: { keys: [key, ...old.idp.privateJwks.keys] } });
+  retired.push(old);
+  await old.stop();
+}
+
+/** Refetches for unknown kids, all kids together, are at least 1 s apart (oidc/client.ts DEFAULT_REFETCH). */
+const pastRefetchInterval = () => new Promise((resolve) => setTimeout(resolve, 1100));
+
+describe("the provider's keys answer with something other than a key set when refetched for a new kid", () => {
+  it.each<[string, FrontAnswer]>([
+    ['503 with an HTML page', html(503)],
+    ['200 with an HTML page', html(200)],
+    ['200 with JSON that is no key set', { status: 200, headers: { 'content-type': 'application/json' }, body: '{"error":"unavailable"}' }],
+  ])('%s: 503 provider_unavailable; sign-in works once they answer', async (name, failure) => {
+    // A set is cached (a sign-in verified an ID token), so only the unknown kid refetches it.
+    await signIn(new BrowserClient(), gw.url);
+    await rotateKey(`rotated-${name.replace(/\W+/g, '-')}`);
+    await pastRefetchInterval();
+    const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
+    const fetchesBefore = front.count('GET', jwksPath);
+    const { answer, client } = await callbackWith((req) => (req.method === 'GET' && req.path === jwksPath ? failure : undefined));
+    expectErrorBody(answer, 'provider_unavailable', 503);
+    expect(front.count('GET', jwksPath)).toBe(fetchesBefore + 1);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+
+    await pastRefetchInterval();
+    const again = new BrowserClient();
+    await signIn(again, gw.url);
+    expect((await again.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+    expect(front.count('GET', jwksPath)).toBe(fetchesBefore + 2);
+  });
 });
