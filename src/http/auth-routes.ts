@@ -226,6 +226,12 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const tokens = tx.dpopKey ? { ...signIn.tokens, dpopKey: tx.dpopKey } : signIn.tokens;
     req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, tokens) };
     await withStore(() => save(req));
+    // Indexed again now that the record exists: between the first register and the save, the
+    // same user's list() (GET /auth/sessions, on any instance) saw an entry without a record and
+    // pruned it, and the session would live on out of reach of back-channel logout by sub.
+    // register is idempotent (HSET/SADD and EXPIRE). Should this one fail (503), the first
+    // register's entry is there unless that race also happened.
+    await withStore(() => registry.register(sessionDigest, auth));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));
