@@ -241,7 +241,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
-      coordinator.close();
+      // Before Redis is closed: token sets still waiting for Redis get one last write (their
+      // rotated refresh token is the only valid one), and their refresh locks are released.
+      await coordinator.close();
       held.close();
       await events.close();
       provider.close();

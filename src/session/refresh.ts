@@ -92,7 +92,8 @@ export interface RefreshCoordinator {
 export interface OwnedRefreshCoordinator extends RefreshCoordinator {
   /** Token sets issued by the provider and still waiting for Redis. */
   readonly unsaved: Pick<UnsavedRefreshes, 'size'>;
-  close(): void;
+  /** Writes the kept sets one last time and releases their locks: call it before Redis is closed. */
+  close(): Promise<void>;
 }
 
 export function createRefreshCoordinator(options: RefreshCoordinatorOptions): OwnedRefreshCoordinator {

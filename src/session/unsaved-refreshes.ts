@@ -13,6 +13,10 @@
  * A kept set also keeps the session's refresh lock, re-armed on every retry and released once
  * the set is written or given up: another process that took the lock meanwhile would read the
  * old version and refresh with the spent refresh token (invalid_grant: signed out).
+ *
+ * At shutdown each kept set gets one last write before Redis is closed. Redis may have come back
+ * since the last retry (up to retryMs ago), and the process leaving must not take the only valid
+ * refresh token with it.
  */
 import type { Lock } from '../redis/lock.js';
 import type { CasResult } from './records.js';
@@ -45,7 +49,12 @@ export interface UnsavedRefreshes {
   flush(digest: string, seenVersion: number): Promise<VersionedTokens | undefined>;
   /** Sets waiting for Redis. */
   readonly size: number;
-  close(): void;
+  /**
+   * Stops the retries and gives every kept set one last write (the same compare-and-set). A
+   * set that still fails is given up. Resolves once every lock is released, so Redis must still
+   * be open. Bounded by the Redis command timeout: nothing queues while Redis is down.
+   */
+  close(): Promise<void>;
 }
 
 interface Kept {
@@ -55,6 +64,8 @@ interface Kept {
   lock: Pick<Lock, 'extend' | 'release'> | undefined;
   until: number;
   writing: Promise<VersionedTokens | undefined> | undefined;
+  /** The lock's release, once settled (awaited by close). */
+  released: Promise<void> | undefined;
 }
 
 export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): UnsavedRefreshes {
@@ -70,7 +81,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
   function settle(key: string, entry: Kept, outcome: 'saved' | 'dropped'): void {
     if (kept.get(key) === entry) kept.delete(key);
     // Best effort: the lock's TTL frees it anyway.
-    entry.lock?.release().catch(() => undefined);
+    entry.released = entry.lock?.release().catch(() => undefined);
     if (kept.size === 0 && timer) {
       clearInterval(timer);
       timer = undefined;
@@ -119,7 +130,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
         const [oldestKey, oldest] = kept.entries().next().value as [string, Kept];
         settle(oldestKey, oldest, 'dropped');
       }
-      kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined });
+      kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined, released: undefined });
       if (!timer) {
         timer = setInterval(sweep, retryMs);
         timer.unref();
@@ -138,10 +149,17 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
     get size() {
       return kept.size;
     },
-    close() {
+    async close() {
       if (timer) clearInterval(timer);
       timer = undefined;
-      kept.clear();
+      const waiting = [...kept];
+      await Promise.all(
+        waiting.map(([key, entry]) => {
+          if (entry.until <= clock()) return settle(key, entry, 'dropped');
+          return attempt(key, entry).catch(() => settle(key, entry, 'dropped'));
+        }),
+      );
+      await Promise.all(waiting.map(([, entry]) => entry.released));
     },
   };
 }

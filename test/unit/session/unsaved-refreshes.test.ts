@@ -79,6 +79,39 @@ describe('unsaved refreshes', () => {
     store.close();
   });
 
+  // Fails if, in unsaved-refreshes.ts close(), the last write is dropped (the body back to
+  // clearing `kept`): the set is then never written and its lock never released.
+  it('on close, writes each kept set once more (Redis is back before the next retry) and releases its lock after', async () => {
+    const { store, writes, settled } = harness([new Error('down'), 'written']);
+    const order: string[] = [];
+    store.keep('d1', 4, set(5), { release: async () => void order.push('release'), extend: async () => true });
+    await expect(store.flush('d1', 4)).rejects.toThrow('down');
+    expect(writes).toHaveLength(1);
+
+    await store.close();
+    expect(writes.map((w) => [w.digest, w.seen, w.next])).toEqual([['d1', 4, set(5)], ['d1', 4, set(5)]]);
+    expect(settled).toEqual(['saved:d1']);
+    expect(order).toEqual(['release']);
+    expect(store.size).toBe(0);
+  });
+
+  it('on close, gives a set up when its last write fails too or it has expired, releasing every lock before resolving', async () => {
+    const { store, writes, settled, advance } = harness([new Error('down'), new Error('still down')]);
+    let released = 0;
+    const lock = { release: () => new Promise<void>((resolve) => setTimeout(() => resolve(void (released += 1)), 10)), extend: async () => true };
+    store.keep('old', 1, set(2), lock);
+    advance(600);
+    store.keep('d1', 1, set(2), lock);
+    await expect(store.flush('d1', 1)).rejects.toThrow('down');
+    advance(600); // `old` has outlived keepMs (1000): not written again
+
+    await store.close();
+    expect(writes.map((w) => w.digest)).toEqual(['d1', 'd1']);
+    expect(settled).toEqual(['dropped:old', 'dropped:d1']);
+    expect(released).toBe(2);
+    expect(store.size).toBe(0);
+  });
+
   it('retries in the background, on one shared timer, until Redis takes the sets, re-arming their locks', async () => {
     // Mutation check: drop `entry.lock?.extend()` in sweep → `extended` stays 0.
     jest.useFakeTimers();
