@@ -138,7 +138,7 @@ export function fromCallbackError(err: unknown): GatewayError {
  * test/integration/reliability/callback-provider-outage.test.ts. A signature or claim that does
  * not verify is a subclass with its own code, and stays the sign-in's 400.
  */
-function keySetUnavailable(err: unknown): boolean {
+export function keySetUnavailable(err: unknown): boolean {
   if (!(err instanceof joseErrors.JOSEError)) return false;
   return err instanceof joseErrors.JWKSTimeout || err.code === joseErrors.JOSEError.code || err instanceof joseErrors.JWKSInvalid;
 }

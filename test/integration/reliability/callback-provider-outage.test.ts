@@ -146,3 +146,27 @@ describe("the provider's keys answer with something other than a key set when re
     expect(front.count('GET', jwksPath)).toBe(fetchesBefore + 2);
   });
 });
+
+// Fails if, in oidc/logout-token.ts, the line `if (keySetUnavailable(err)) throw new
+// GatewayError('provider_unavailable', ...)` is removed: the logout was refused 400, which a
+// provider does not retry, and the session stayed.
+describe("the provider's keys do not answer when a logout token names a new key", () => {
+  it('503 provider_unavailable and the session stays; the same token ends it once they answer', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    await rotateKey('rotated-for-logout');
+    await pastRefetchInterval();
+    const token = await provider.signLogoutToken({ sub: 'alice' });
+    const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
+    const post = () => new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+
+    front.intercept((req) => (req.method === 'GET' && req.path === jwksPath ? html(503) : undefined));
+    expectErrorBody(await post(), 'provider_unavailable', 503);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+
+    front.intercept(undefined);
+    await pastRefetchInterval();
+    expect((await post()).status).toBe(200);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  });
+});
