@@ -251,6 +251,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       ...on,
       proxyRes(proxyRes, req, res) {
         answered(proxyRes);
+        // A 1xx is never an answer (100 and 103 come as 'information'); a 101 without Upgrade
+        // arrives here, and its connection speaks another protocol now: never pooled, never relayed.
+        if ((proxyRes.statusCode ?? 0) < 200) {
+          proxyRes.socket.destroy();
+          options.onError(new Error(`the upstream answered a plain request with ${proxyRes.statusCode}`), req, res);
+          return;
+        }
         const proofs = (req as Retriable)[DPOP];
         if (proofs !== undefined && retryForNonce(proofs, proxyRes, (req as Retriable)[NONCE_RETRIED] === true)) {
           (req as Retriable)[NONCE_RETRIED] = true;

@@ -32,6 +32,8 @@ let upstream: Upstream;
 let slow: Upstream;
 /** Answers every request with `101 Switching Protocols`, never anything else. */
 let switching: net.Server;
+/** The same, without the Upgrade and Connection headers: Node hands such a 101 over as the response. */
+let bareSwitching: net.Server;
 let config: Config;
 let gw: TestGateway;
 let gw2: TestGateway;
@@ -45,6 +47,11 @@ beforeAll(async () => {
     socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'));
   });
   await new Promise<void>((resolve) => switching.listen(0, '127.0.0.1', resolve));
+  bareSwitching = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\n\r\n'));
+  });
+  await new Promise<void>((resolve) => bareSwitching.listen(0, '127.0.0.1', resolve));
   const reserved = await reserveServer();
   provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 300 } });
   config = buildTestConfig({
@@ -58,6 +65,7 @@ beforeAll(async () => {
       { path: '/maybe', target: upstream.url, auth: 'user-optional' },
       { path: '/slow', target: slow.url, auth: 'none', timeoutSeconds: 1 },
       { path: '/switching', target: `http://127.0.0.1:${(switching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
+      { path: '/bare-switching', target: `http://127.0.0.1:${(bareSwitching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
     ],
   });
   gw = await startTestGateway(config, reserved, { clock });
@@ -72,6 +80,7 @@ afterAll(async () => {
   await upstream?.close();
   await slow?.close();
   await new Promise((resolve) => switching?.close(resolve));
+  await new Promise((resolve) => bareSwitching?.close(resolve));
   await redis?.close();
 });
 
@@ -257,6 +266,14 @@ describe('upstream failures and streaming', () => {
   // Fails if, in src/proxy/upstream.ts, `proxyReq.on('upgrade', switchedProtocols);` is removed.
   it('answers 502 bad_gateway when the upstream answers a plain call with 101, within the route timeout', async () => {
     const res = await rawExchange(gw.url, { target: '/switching/x', headers: csrf, deadlineMs: 2500 });
+    expectErrorBody(res, 'bad_gateway', 502);
+  });
+
+  // A 101 without Upgrade reaches the proxyRes handler as the answer: relayed, it told the
+  // browser the connection had switched protocols, and its upstream socket went back to the pool.
+  // Fails if, in src/proxy/upstream.ts proxyRes, the `(proxyRes.statusCode ?? 0) < 200` guard is removed.
+  it('answers 502 bad_gateway to a 101 without Upgrade, which Node hands over as the answer', async () => {
+    const res = await rawExchange(gw.url, { target: '/bare-switching/x', headers: csrf, deadlineMs: 2500 });
     expectErrorBody(res, 'bad_gateway', 502);
   });
 
