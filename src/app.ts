@@ -47,6 +47,12 @@ export interface AppOptions {
   eventStream?: { heartbeatMs?: number; endingNoticeSeconds?: number; retryMs?: number; maxPerSession?: number; maxOpen?: number };
 }
 
+/** The request has a body to come: chunked, or a Content-Length other than 0. */
+function announcesBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
 export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayApp {
   const { config } = runtime;
   const app = express();
@@ -69,9 +75,11 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   // If its body has not all arrived, the connection closes after the answer: Node would otherwise
   // read and discard the rest for as long as the client trickles it, and the body deadline below
   // is skipped on this path (so that proxied uploads are never cut).
+  // (A refusal made inside the request event, a refused path, sees `complete` false even for a
+  // request with no body: only one that announces a body closes its connection.)
   app.use((req: Failed, res, next) => {
     const failed = req[FAILED];
-    if (failed !== undefined && !req.complete) res.shouldKeepAlive = false;
+    if (failed !== undefined && !req.complete && announcesBody(req)) res.shouldKeepAlive = false;
     next(failed?.error);
   });
   // A span per gateway endpoint, around everything below (only when tracing is on).

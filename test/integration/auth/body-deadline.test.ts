@@ -131,7 +131,9 @@ describe('a slow upload to a proxied route', () => {
  * A proxied call the gateway refuses is answered by the error handler, past the body deadline
  * (proxied uploads are never cut): if the connection stayed open for the body, a client could
  * keep it for as long as it trickles one, on any path, without signing in.
- * Fails if, in app.ts, `if (failed !== undefined && !req.complete) res.shouldKeepAlive = false;` is removed.
+ * Fails if, in app.ts, `if (failed !== undefined && !req.complete && announcesBody(req)) res.shouldKeepAlive = false;`
+ * is removed. The keep-alive case fails if `&& announcesBody(req)` is removed (a refused path is
+ * refused inside the request event, where even a GET is not yet complete).
  */
 describe('a proxied call refused before its body arrived', () => {
   const REFUSED_BOUND_MS = 5_000;
@@ -153,5 +155,24 @@ describe('a proxied call refused before its body arrived', () => {
     expect(exchange.received()).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
     expect(exchange.received()).toMatch(/\r\nconnection: close\r\n/i);
     expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('keeps the connection of a refused call without a body: a request pipelined behind it is answered', async () => {
+    upstream.reset();
+    const exchange = await send(
+      ['GET /api/%2e%2e/x HTTP/1.1', host(), '', `GET /api/ok HTTP/1.1\r\n${host()}\r\nx-csrf: 1`].join('\r\n'),
+    );
+    try {
+      const both = new Promise<void>((resolve) => {
+        const check = () => (exchange.received().match(/HTTP\/1\.1 \d{3} /g) ?? []).length >= 2 && resolve();
+        exchange.socket.on('data', check);
+        check();
+      });
+      await withTimeout(both, REFUSED_BOUND_MS, 'both answers');
+    } finally {
+      exchange.socket.destroy();
+    }
+    expect(exchange.received().match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 400', 'HTTP/1.1 200']);
+    expect(exchange.received()).not.toMatch(/\r\nconnection: close\r\n/i);
   });
 });
