@@ -121,7 +121,7 @@ export function fromCallbackError(err: unknown): GatewayError {
   // (an OAuth error such as invalid_grant, JSON or not) stays the sign-in's fault below.
   const { status } = providerAnswer(err);
   const outage = status !== undefined && (status >= 500 || status < 400);
-  if (err instanceof TypeError || isTimeout(err) || outage || keySetUnavailable(err)) {
+  if (err instanceof TypeError || isFetchFailure(err) || isTimeout(err) || outage || keySetUnavailable(err)) {
     return new GatewayError('provider_unavailable', { cause: err });
   }
   // Validation failures (iss, aud, nonce, signature, iat...) are the provider's answer being
@@ -141,6 +141,15 @@ export function fromCallbackError(err: unknown): GatewayError {
 export function keySetUnavailable(err: unknown): boolean {
   if (!(err instanceof joseErrors.JOSEError)) return false;
   return err instanceof joseErrors.JWKSTimeout || err.code === joseErrors.JOSEError.code || err instanceof joseErrors.JWKSInvalid;
+}
+
+/**
+ * fetch() did not reach the host (refused, reset, DNS, TLS): undici's TypeError with the socket
+ * error as its cause. Told by name, not instanceof: the fetch that jose runs for the key set
+ * may belong to another realm than this module's TypeError (a VM context, a test runner).
+ */
+export function isFetchFailure(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TypeError' && (err as { cause?: unknown }).cause !== undefined;
 }
 
 function isTimeout(err: unknown): boolean {

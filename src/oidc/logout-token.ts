@@ -4,7 +4,7 @@
  */
 import { decodeProtectedHeader, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { GatewayError } from '../errors.js';
-import { keySetUnavailable } from './errors.js';
+import { isFetchFailure, keySetUnavailable } from './errors.js';
 
 export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
 
@@ -61,9 +61,10 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
       currentDate: new Date(checks.now()),
     }));
   } catch (err) {
-    // The provider's keys not to be had (a refetch for a rotated key failing) is its outage,
-    // not a bad token: 503, which a provider retries, where a 400 would drop the logout.
-    if (keySetUnavailable(err)) throw new GatewayError('provider_unavailable', { cause: err });
+    // The provider's keys not to be had (a refetch for a rotated key failing, or its host not
+    // reached: fetch's TypeError) is its outage, not a bad token: 503, which a provider
+    // retries, where a 400 would drop the logout.
+    if (isFetchFailure(err) || keySetUnavailable(err)) throw new GatewayError('provider_unavailable', { cause: err });
     throw refuse('its signature or claims (iss, aud, iat, exp) did not verify', err);
   }
   const events = payload.events;

@@ -32,6 +32,8 @@ export interface FrontAnswer {
   headers?: Record<string, string>;
   /** Default: no body at all. */
   body?: string | Buffer;
+  /** Cut the connection instead of answering (a provider host that resets). */
+  reset?: true;
 }
 
 /**
@@ -119,7 +121,9 @@ export async function startProviderFront(): Promise<ProviderFront> {
         requests.push(seen);
         for (const check of [...waiters]) check();
         const answer = await interceptor?.(seen);
-        if (answer) {
+        if (answer?.reset) {
+          req.socket.destroy();
+        } else if (answer) {
           res.writeHead(answer.status, answer.headers).end(answer.body);
         } else if (target === undefined) {
           res.writeHead(502).end();

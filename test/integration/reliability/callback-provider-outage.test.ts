@@ -147,20 +147,24 @@ describe("the provider's keys answer with something other than a key set when re
   });
 });
 
-// Fails if, in oidc/logout-token.ts, the line `if (keySetUnavailable(err)) throw new
-// GatewayError('provider_unavailable', ...)` is removed: the logout was refused 400, which a
-// provider does not retry, and the session stayed.
+// Fails if, in oidc/logout-token.ts, the line `if (isFetchFailure(err) ||
+// keySetUnavailable(err)) throw new GatewayError('provider_unavailable', ...)` is removed (the
+// 503 case; the reset case fails if only `isFetchFailure(err) ||` is): the logout was refused
+// 400, which a provider does not retry, and the session stayed.
 describe("the provider's keys do not answer when a logout token names a new key", () => {
-  it('503 provider_unavailable and the session stays; the same token ends it once they answer', async () => {
+  it.each<[string, FrontAnswer]>([
+    ['answer 503', html(503)],
+    ['cut the connection', { status: 0, reset: true }],
+  ])('they %s: 503 provider_unavailable and the session stays; the same token ends it once they answer', async (name, failure) => {
     const client = new BrowserClient();
     await signIn(client, gw.url);
-    await rotateKey('rotated-for-logout');
+    await rotateKey(`rotated-for-logout-${name.replace(/\W+/g, '-')}`);
     await pastRefetchInterval();
     const token = await provider.signLogoutToken({ sub: 'alice' });
     const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
     const post = () => new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
 
-    front.intercept((req) => (req.method === 'GET' && req.path === jwksPath ? html(503) : undefined));
+    front.intercept((req) => (req.method === 'GET' && req.path === jwksPath ? failure : undefined));
     expectErrorBody(await post(), 'provider_unavailable', 503);
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
 
