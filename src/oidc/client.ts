@@ -62,14 +62,25 @@ const DEFAULT_REFETCH: JwksRefetchLimits = { perKidSeconds: 60, minIntervalMs: 1
 /** Bound on the per-kid memory, so a flood of forged kids cannot grow it without limit. */
 const MAX_REMEMBERED_KIDS = 1000;
 
+/** How old a fetched key set may grow before it is fetched again (in the background). */
+const KEY_SET_MAX_AGE_MS = 10 * 60 * 1000;
+
 /**
- * The provider's keys, cached (jose refetches a set older than 10 minutes on its own). A token
- * naming an unknown `kid` makes one refetch however recent the last fetch was (OIDC Core §10.1.1:
- * the provider may rotate at any time), so a sign-in right after a rotation still succeeds;
- * jose's own cooldown would refuse it for 30 s. Floods of forged kids stay bounded: a kid is
- * refetched for at most once per `perKidSeconds`, and refetches are `minIntervalMs` apart.
- * Callers arriving while a refetch is under way wait for it and look again, without a fetch of
- * their own, so concurrent sign-ins after a rotation all succeed.
+ * The provider's keys, cached. A token naming an unknown `kid` makes one refetch however recent
+ * the last fetch was (OIDC Core §10.1.1: the provider may rotate at any time), so a sign-in
+ * right after a rotation still succeeds; jose's own cooldown would refuse it for 30 s. Floods of
+ * forged kids stay bounded: a kid is refetched for at most once per `perKidSeconds`, and
+ * refetches are `minIntervalMs` apart. Callers arriving while a refetch is under way wait for it
+ * and look again, without a fetch of their own, so concurrent sign-ins after a rotation all
+ * succeed.
+ *
+ * Every fetch goes through that one gate, the set's periodic refresh too: jose's own (a set
+ * older than its cacheMaxAge is fetched again before each verification, and a failed fetch
+ * leaves it old) made every token one request to a provider whose keys were down, from anyone
+ * able to post a back-channel logout token, and failed every sign-in though the cached keys
+ * were good. A set older than KEY_SET_MAX_AGE_MS is refreshed in the background, its keys still
+ * used meanwhile and while the refresh fails; with no set at all, a failed fetch is not tried
+ * again for `minIntervalMs` (the calls in between fail as the fetch did: the keys are unavailable).
  */
 export function createJwks(
   uri: URL,
@@ -78,13 +89,18 @@ export function createJwks(
   const limits = { ...DEFAULT_REFETCH, ...options.refetch };
   const now = options.now ?? Date.now;
   const remote = createRemoteJWKSet(uri, {
-    // jose never refetches for an unknown kid by itself: the wrapper below decides.
+    // jose never fetches by itself once it has a set: the wrapper below decides.
     cooldownDuration: Number.POSITIVE_INFINITY,
-    cacheMaxAge: 10 * 60 * 1000,
+    cacheMaxAge: Number.POSITIVE_INFINITY,
     timeoutDuration: options.timeoutSeconds * 1000,
   });
   const lastRefetchForKid = new Map<string, number>();
+  /** The last refetch for an unknown kid (the kid gate), and the last fetch of any kind (the outage gate). */
   let lastRefetch = Number.NEGATIVE_INFINITY;
+  let lastFetch = Number.NEGATIVE_INFINITY;
+  /** When a set was last fetched; undefined until one was. */
+  let loadedAt: number | undefined;
+  let lastFailure: unknown;
   let pending: Promise<void> | undefined;
 
   function mayRefetch(kid: string, at: number): boolean {
@@ -103,25 +119,51 @@ export function createJwks(
     }
   }
 
+  /** The one fetch in flight, shared by every caller that waits for it. */
+  function fetchSet(at: number): Promise<void> {
+    lastFetch = at;
+    pending = remote
+      .reload()
+      .then(
+        () => {
+          loadedAt = now();
+          lastFailure = undefined;
+        },
+        (err: unknown) => {
+          lastFailure = err;
+          throw err;
+        },
+      )
+      .finally(() => {
+        pending = undefined;
+      });
+    return pending;
+  }
+
   return async (protectedHeader, token) => {
+    const at = now();
+    if (loadedAt === undefined) {
+      // No set yet: the first fetch, or after a failed one, the next once minIntervalMs passed.
+      if (!pending && at - lastFetch < limits.minIntervalMs && lastFailure !== undefined) throw lastFailure;
+      await (pending ?? fetchSet(at));
+    } else if (at - loadedAt >= KEY_SET_MAX_AGE_MS && !pending && at - lastFetch >= limits.minIntervalMs) {
+      fetchSet(at).catch(() => undefined);
+    }
     try {
       return await remote(protectedHeader, token);
     } catch (err) {
       if (!(err instanceof joseErrors.JWKSNoMatchingKey)) throw err;
       if (!pending) {
-        const at = now();
         const kid = protectedHeader.kid ?? '';
         if (!mayRefetch(kid, at)) throw err;
         lastRefetch = at;
         // The kid is remembered only once a set was fetched without it: a refetch the provider
         // failed (5xx, not a key set, timeout) says nothing about the kid, and remembering it
         // would refuse that kid's sign-ins as invalid for perKidSeconds after the provider is back.
-        pending = remote
-          .reload()
-          .then(() => remember(kid, at))
-          .finally(() => {
-            pending = undefined;
-          });
+        void fetchSet(at).then(
+          () => remember(kid, at),
+          () => undefined,
+        );
       }
       await pending;
       return remote(protectedHeader, token);

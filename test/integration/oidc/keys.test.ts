@@ -33,12 +33,15 @@ describe('ID token signatures', () => {
   let server: http.Server;
   let published: JWK[] = [];
   let fetches = 0;
+  /** The key set's endpoint down: 503 with an HTML page. */
+  let down = false;
   let uri: URL;
 
   beforeAll(async () => {
     server = http.createServer((_req, res) => {
       fetches += 1;
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
+      if (down) res.writeHead(503, { 'content-type': 'text/html' }).end('<html>down</html>');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     uri = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`);
@@ -122,6 +125,61 @@ describe('ID token signatures', () => {
     now += 60_000;
     expect(await forge('forged-0')).toBe('refused');
     expect(fetches).toBe(3);
+  });
+
+  // Fails if, in oidc/client.ts createJwks, the stale set's refresh loses its gate
+  // `&& at - lastFetch >= limits.minIntervalMs`: every token then asks the provider while its
+  // keys are down. (jose's own cacheMaxAge runs on the real clock, which this test does not move:
+  // that it is Infinity is read in the code, not pinned here.)
+  it('keeps verifying with the cached keys while their refresh fails, and asks the provider at most once a second', async () => {
+    const key = await newKey('steady');
+    published = [key.jwk];
+    let now = 5_000_000;
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => now });
+    try {
+      await verifyIdToken(await idToken(key), jwks, checks);
+      fetches = 0;
+      down = true;
+      now += 11 * 60 * 1000;
+      for (let i = 0; i < 20; i++) await expect(verifyIdToken(await idToken(key), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
+      await eventually('the background refresh', 5_000, () => fetches === 1 || undefined);
+      expect(fetches).toBe(1);
+      now += 1000;
+      await verifyIdToken(await idToken(key), jwks, checks);
+      await eventually('the next refresh', 5_000, () => fetches === 2 || undefined);
+      down = false;
+      now += 1000;
+      await verifyIdToken(await idToken(key), jwks, checks);
+      await eventually('the refresh that succeeds', 5_000, () => fetches === 3 || undefined);
+      now += 1000;
+      await verifyIdToken(await idToken(key), jwks, checks);
+      expect(fetches).toBe(3);
+    } finally {
+      down = false;
+    }
+  });
+
+  // Fails if, in createJwks, `if (!pending && at - lastFetch < limits.minIntervalMs && lastFailure !== undefined) throw lastFailure;`
+  // is removed: with no set yet and the provider's keys down, every token was one fetch.
+  it('with no set yet and the keys down, fetches at most once a second, and verifies once they answer', async () => {
+    const key = await newKey('cold');
+    published = [key.jwk];
+    let now = 9_000_000;
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => now });
+    fetches = 0;
+    down = true;
+    try {
+      for (let i = 0; i < 10; i++) await expect(verifyIdToken(await idToken(key), jwks, checks)).rejects.toBeDefined();
+      expect(fetches).toBe(1);
+      down = false;
+      await expect(verifyIdToken(await idToken(key), jwks, checks)).rejects.toBeDefined();
+      expect(fetches).toBe(1);
+      now += 1000;
+      await expect(verifyIdToken(await idToken(key), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
+      expect(fetches).toBe(2);
+    } finally {
+      down = false;
+    }
   });
 });
 
