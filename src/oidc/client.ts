@@ -5,7 +5,7 @@
  */
 import { createPrivateKey } from 'node:crypto';
 import * as oidc from 'openid-client';
-import { createRemoteJWKSet, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, type FlattenedJWSInput, type JWSHeaderParameters, type JWTVerifyGetKey } from 'jose';
 import type { OidcConfig } from '../config/schema.js';
 import { isLoopbackHost } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
@@ -153,22 +153,41 @@ export function createJwks(
       return await remote(protectedHeader, token);
     } catch (err) {
       if (!(err instanceof joseErrors.JWKSNoMatchingKey)) throw err;
-      if (!pending) {
-        const kid = protectedHeader.kid ?? '';
-        if (!mayRefetch(kid, at)) throw err;
-        lastRefetch = at;
-        // The kid is remembered only once a set was fetched without it: a refetch the provider
-        // failed (5xx, not a key set, timeout) says nothing about the kid, and remembering it
-        // would refuse that kid's sign-ins as invalid for perKidSeconds after the provider is back.
-        void fetchSet(at).then(
-          () => remember(kid, at),
-          () => undefined,
-        );
+      if (pending) {
+        // A fetch under way (the periodic refresh, another kid's refetch) may bring the kid, or
+        // may have been answered before the provider rotated: still unknown after it, the kid
+        // gets its own refetch, through the same gates.
+        await pending.catch(() => undefined);
+        try {
+          return await remote(protectedHeader, token);
+        } catch (again) {
+          if (!(again instanceof joseErrors.JWKSNoMatchingKey)) throw again;
+        }
       }
-      await pending;
-      return remote(protectedHeader, token);
+      return refetchFor(protectedHeader, token, err);
     }
   };
+
+  async function refetchFor(protectedHeader: JWSHeaderParameters, token: FlattenedJWSInput, unknown: unknown): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
+    const at = now();
+    // A fetch of any kind failed within the interval: the keys are unavailable, this kid's too
+    // (and a flood of kids makes no more requests than the periodic refresh does).
+    if (lastFailure !== undefined && at - lastFetch < limits.minIntervalMs) throw lastFailure;
+    if (!pending) {
+      const kid = protectedHeader.kid ?? '';
+      if (!mayRefetch(kid, at)) throw unknown;
+      lastRefetch = at;
+      // The kid is remembered only once a set was fetched without it: a refetch the provider
+      // failed (5xx, not a key set, timeout) says nothing about the kid, and remembering it
+      // would refuse that kid's sign-ins as invalid for perKidSeconds after the provider is back.
+      void fetchSet(at).then(
+        () => remember(kid, at),
+        () => undefined,
+      );
+    }
+    await pending;
+    return remote(protectedHeader, token);
+  }
 }
 
 export function clientAuthentication(cfg: OidcConfig): oidc.ClientAuth {

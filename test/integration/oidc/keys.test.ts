@@ -35,13 +35,20 @@ describe('ID token signatures', () => {
   let fetches = 0;
   /** The key set's endpoint down: 503 with an HTML page. */
   let down = false;
+  /** How long the key set's answer takes; its body is what was published when it was asked. */
+  let delayMs = 0;
   let uri: URL;
 
   beforeAll(async () => {
     server = http.createServer((_req, res) => {
       fetches += 1;
-      if (down) res.writeHead(503, { 'content-type': 'text/html' }).end('<html>down</html>');
-      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
+      const body = JSON.stringify({ keys: published });
+      const answer = () => {
+        if (down) res.writeHead(503, { 'content-type': 'text/html' }).end('<html>down</html>');
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      };
+      if (delayMs > 0) setTimeout(answer, delayMs);
+      else answer();
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     uri = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`);
@@ -129,7 +136,9 @@ describe('ID token signatures', () => {
 
   // Fails if, in oidc/client.ts createJwks, the stale set's refresh loses its gate
   // `&& at - lastFetch >= limits.minIntervalMs`: every token then asks the provider while its
-  // keys are down. (jose's own cacheMaxAge runs on the real clock, which this test does not move:
+  // keys are down; or if refetchFor loses
+  // `if (lastFailure !== undefined && at - lastFetch < limits.minIntervalMs) throw lastFailure;`
+  // (each forged kid then makes a request of its own). (jose's own cacheMaxAge runs on the real clock, which this test does not move:
   // that it is Infinity is read in the code, not pinned here.)
   it('keeps verifying with the cached keys while their refresh fails, and asks the provider at most once a second', async () => {
     const key = await newKey('steady');
@@ -144,6 +153,12 @@ describe('ID token signatures', () => {
       for (let i = 0; i < 20; i++) await expect(verifyIdToken(await idToken(key), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
       await eventually('the background refresh', 5_000, () => fetches === 1 || undefined);
       expect(fetches).toBe(1);
+      // Forged kids while the keys are down: refused, and no request of their own.
+      const forged = await newKey('forged-in-outage');
+      for (let i = 0; i < 5; i++) {
+        await expect(verifyIdToken(await idToken(forged, {}, { kid: `outage-${i}` }), jwks, checks)).rejects.toBeDefined();
+      }
+      expect(fetches).toBe(1);
       now += 1000;
       await verifyIdToken(await idToken(key), jwks, checks);
       await eventually('the next refresh', 5_000, () => fetches === 2 || undefined);
@@ -156,6 +171,32 @@ describe('ID token signatures', () => {
       expect(fetches).toBe(3);
     } finally {
       down = false;
+    }
+  });
+
+  // Fails if, in createJwks, the unknown-kid path goes back to `await pending; return remote(...)`
+  // when a fetch is under way (the `if (pending) { ... }` block and `return refetchFor(...)`
+  // replaced by it): a kid rotated in while the periodic refresh was answering is refused.
+  it('gives a new kid its own refetch when the refresh it waited for was answered before the rotation', async () => {
+    const old = await newKey('before-rotation');
+    const rotated = await newKey('after-rotation');
+    published = [old.jwk];
+    let now = 7_000_000;
+    const jwks = createJwks(uri, { timeoutSeconds: 5, now: () => now });
+    try {
+      await verifyIdToken(await idToken(old), jwks, checks);
+      fetches = 0;
+      delayMs = 300;
+      now += 11 * 60 * 1000;
+      // Starts the periodic refresh, whose answer is the set of before the rotation.
+      const known = verifyIdToken(await idToken(old), jwks, checks);
+      await eventually('the refresh to be asked', 5_000, () => fetches === 1 || undefined);
+      published = [rotated.jwk, old.jwk];
+      await expect(verifyIdToken(await idToken(rotated), jwks, checks)).resolves.toMatchObject({ sub: 'alice' });
+      await expect(known).resolves.toMatchObject({ sub: 'alice' });
+      expect(fetches).toBe(2);
+    } finally {
+      delayMs = 0;
     }
   });
 
