@@ -8,49 +8,28 @@
  * first and the old one still published. The tampering front keeps the issuer URL while the
  * provider behind it is replaced, and counts the JWKS fetches that reach the provider.
  */
-import { decodeProtectedHeader, exportJWK, generateKeyPair, type JWK } from 'jose';
+import { decodeProtectedHeader, type JWK } from 'jose';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import type { TestProvider } from '../../support/oidc-provider.js';
+import { newSigningKey, startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
 import { startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 
 const csrf = { 'x-csrf': '1' };
+let stack: FrontedStack;
 let front: ProviderFront;
-let provider: TestProvider;
 let gw: TestGateway;
-let clients: TestProvider['clients'];
-const retired: TestProvider[] = [];
 
 beforeAll(async () => {
-  front = await startProviderFront();
-  const reserved = await reserveServer();
-  clients = [gatewayClient(reserved.url)];
-  provider = await startFrontedProvider(front, { clients });
-  gw = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved);
+  stack = await startFrontedStack();
+  ({ front, gw } = stack);
 });
 
-afterAll(async () => {
-  await gw?.close();
-  for (const p of [provider, ...retired]) await p?.close();
-  await front?.close();
-});
+afterAll(() => stack?.close());
 
 const jwksFetches = () => front.count('GET', '/jwks');
-
-async function newSigningKey(kid: string): Promise<JWK> {
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  return { ...(await exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' };
-}
-
-/** Restarts the provider behind the front with `key` first and the old keys still published. */
-async function rotateTo(key: JWK): Promise<void> {
-  const old = provider;
-  provider = await startFrontedProvider(front, { clients, jwks: { keys: [key, ...old.idp.privateJwks.keys] } });
-  retired.push(old);
-  await old.stop();
-}
+const rotateTo = (key: JWK) => stack.rotateTo(key);
 
 async function signedIn(): Promise<{ client: BrowserClient; kid: string | undefined }> {
   const client = new BrowserClient();
@@ -80,7 +59,7 @@ describe('provider key rotation', () => {
     const before = jwksFetches();
     // One forged kid, again and again: refetched for at most once a minute.
     for (let i = 0; i < 20; i++) {
-      const token = await provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign', kid: 'forged-same' });
+      const token = await stack.provider().signLogoutToken({ sub: 'alice' }, { key: 'foreign', kid: 'forged-same' });
       expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
     }
     expect(jwksFetches() - before).toBeLessThanOrEqual(1);
@@ -89,7 +68,7 @@ describe('provider key rotation', () => {
     const started = performance.now();
     const middle = jwksFetches();
     for (let i = 0; i < 30; i++) {
-      const token = await provider.signLogoutToken({ sub: 'alice' }, { key: 'foreign', kid: `forged-${i}` });
+      const token = await stack.provider().signLogoutToken({ sub: 'alice' }, { key: 'foreign', kid: `forged-${i}` });
       expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
     }
     const elapsedSeconds = Math.floor((performance.now() - started) / 1000);

@@ -18,37 +18,27 @@
  * remembered before the refetch succeeds (`.then(() => remember(kid, at))` moved back before
  * the reload): a kid whose refetch failed was then not refetched for 60 s, a 400 meanwhile.
  */
-import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import type { TestProvider } from '../../support/oidc-provider.js';
-import { isGrant, oauthError, startFrontedProvider, startProviderFront, type FrontAnswer, type Interceptor, type ProviderFront } from '../../support/provider-front.js';
+import type { TestGateway } from '../../support/gateway.js';
+import { newSigningKey, startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
+import { isGrant, oauthError, type FrontAnswer, type Interceptor, type ProviderFront } from '../../support/provider-front.js';
 import { expectErrorBody } from '../../support/assertions.js';
 
 const csrf = { 'x-csrf': '1' };
 /** The gateway's provider timeout (oidc/client.ts createProviderHandle default), plus slack. */
 const JWKS_TIMEOUT_TEST_MS = 30_000;
 
+let stack: FrontedStack;
 let front: ProviderFront;
-let provider: TestProvider;
 let gw: TestGateway;
-let clients: TestProvider['clients'];
-const retired: TestProvider[] = [];
 
 beforeAll(async () => {
-  front = await startProviderFront();
-  const reserved = await reserveServer();
-  clients = [gatewayClient(reserved.url)];
-  provider = await startFrontedProvider(front, { clients });
-  gw = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved);
+  stack = await startFrontedStack();
+  ({ front, gw } = stack);
 });
 
-afterAll(async () => {
-  await gw?.close();
-  for (const p of [provider, ...retired]) await p?.close();
-  await front?.close();
-});
+afterAll(() => stack?.close());
 
 afterEach(() => front.intercept(undefined));
 
@@ -109,15 +99,8 @@ describe("the provider's keys do not answer during the callback", () => {
   );
 });
 
-/** Restarts the provider behind the front with a new signing key first, the old ones still published. */
-async function rotateKey(kid: string): Promise<void> {
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const key: JWK = { ...(await exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' };
-  const old = provider;
-  provider = await startFrontedProvider(front, { clients, jwks: { keys: [key, ...old.idp.privateJwks.keys] } });
-  retired.push(old);
-  await old.stop();
-}
+/** A new signing key first behind the front, the old ones still published. */
+const rotateKey = async (kid: string) => stack.rotateTo(await newSigningKey(kid));
 
 /** Refetches for unknown kids, all kids together, are at least 1 s apart (oidc/client.ts DEFAULT_REFETCH). */
 const pastRefetchInterval = () => new Promise((resolve) => setTimeout(resolve, 1100));
@@ -160,7 +143,7 @@ describe("the provider's keys do not answer when a logout token names a new key"
     await signIn(client, gw.url);
     await rotateKey(`rotated-for-logout-${name.replace(/\W+/g, '-')}`);
     await pastRefetchInterval();
-    const token = await provider.signLogoutToken({ sub: 'alice' });
+    const token = await stack.provider().signLogoutToken({ sub: 'alice' });
     const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
     const post = () => new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
 
