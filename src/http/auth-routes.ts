@@ -219,19 +219,17 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     };
     // Indexed before the session holds anything: a failed register then leaves the new session
     // empty (signed out), never a working session that back-channel logout and /auth/sessions
-    // cannot find. A save that fails after it leaves index entries without a record, which the
-    // index's readers skip (and list() prunes).
-    await withStore(() => registry.register(sessionDigest, auth));
+    // cannot find. Pending until the save: list() never prunes a pending entry without its
+    // record, so a concurrent GET /auth/sessions cannot unindex this sign-in. A save that fails
+    // leaves a pending entry that the index's readers skip and that expires with the index.
+    await withStore(() => registry.register(sessionDigest, auth, 'pending'));
     req.session.auth = auth;
     const tokens = tx.dpopKey ? { ...signIn.tokens, dpopKey: tx.dpopKey } : signIn.tokens;
     req.session.tokens = { v: 1, sealed: vault.seal(sessionDigest, tokens) };
     await withStore(() => save(req));
-    // Indexed again now that the record exists: between the first register and the save, the
-    // same user's list() (GET /auth/sessions, on any instance) saw an entry without a record and
-    // pruned it, and the session would live on out of reach of back-channel logout by sub.
-    // register is idempotent (HSET/SADD and EXPIRE). Should this one fail (503), the first
-    // register's entry is there unless that race also happened.
-    await withStore(() => registry.register(sessionDigest, auth));
+    // Saved form now that the record exists, so that list() prunes the entry once the session is
+    // gone. Should this fail (503), the pending entry still lists and ends the session.
+    await withStore(() => registry.register(sessionDigest, auth, 'saved'));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

@@ -2,12 +2,14 @@
  * Indexes of live sessions, so that a user's sessions can be listed and ended, and a provider
  * `sid` or `sub` (back-channel logout) found, without scanning keys:
  *
- *   user:{digest(iss sub)}  HASH handle -> session digest
+ *   user:{digest(iss sub)}  HASH handle -> session digest, `pending:`digest until its record is saved
  *   sid:{digest(iss sid)}   SET  session digests
  *
  * Index entries can outlive a session that timed out; every read checks the record and drops
  * stale entries, and the index keys expire with the absolute timeout. Single-key commands only
- * (the index and the record live in different Cluster slots).
+ * (the index and the record live in different Cluster slots), so a reader cannot check the
+ * record and delete the entry atomically: the `pending:` form is what tells a sign-in whose
+ * record is not saved yet from a session that is gone (see list()).
  */
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
@@ -28,8 +30,14 @@ export interface EndedSession {
   stored: StoredSession;
 }
 
+/**
+ * How a user-index entry is written: `pending` before the session's record is saved (a sign-in
+ * in progress, never pruned), `saved` once it is (pruned when its record is gone).
+ */
+export type IndexForm = 'pending' | 'saved';
+
 export interface SessionRegistry {
-  register(sessionDigest: string, auth: AuthData): Promise<void>;
+  register(sessionDigest: string, auth: AuthData, form: IndexForm): Promise<void>;
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
    * `reason` is what the session's open streams and event listeners are told (default logout).
@@ -51,6 +59,21 @@ export interface RegistryOptions {
   /** Called for each ended session (to close its streams on every instance, session/events.ts). */
   onEnded?: (sessionDigest: string, reason: EndReason) => void;
 }
+
+const PENDING = 'pending:';
+
+interface IndexEntry {
+  digest: string;
+  saved: boolean;
+}
+
+/** A user-index value; a plain digest (also what 0.5.x wrote) is the saved form. */
+function parseIndexValue(value: string): IndexEntry {
+  return value.startsWith(PENDING) ? { digest: value.slice(PENDING.length), saved: false } : { digest: value, saved: true };
+}
+
+/** Deletes a user-index entry only if it still holds the value that was read. */
+const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
@@ -82,9 +105,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   }
 
   return {
-    async register(sessionDigest, auth) {
+    async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
-      await redis.hset(userKey, auth.handle, sessionDigest);
+      await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
       await redis.expire(userKey, absoluteTimeoutSeconds);
       if (auth.sid) {
         const sidKey = keys.providerSession(providerSessionDigest(auth.iss, auth.sid));
@@ -97,16 +120,22 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       const userKey = keys.userSessions(userDigest(iss, sub));
       const entries = await redis.hgetall(userKey);
       const listed: ListedSession[] = [];
-      for (const [handle, sessionDigest] of Object.entries(entries)) {
-        const stored = await records.peek(sessionDigest);
-        const remaining = stored ? await records.remainingMs(sessionDigest) : undefined;
+      for (const [handle, value] of Object.entries(entries)) {
+        const entry = parseIndexValue(value);
+        const stored = await records.peek(entry.digest);
+        const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
         if (!stored?.auth || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
-          await redis.hdel(userKey, handle);
+          // A pending entry without its record is a sign-in whose save is still to come (or never
+          // came: it expires with the index key); deleting it could land after the callback's
+          // second register and leave the new session unindexed. A saved one is a session that is
+          // gone, deleted only if no register rewrote it since it was read.
+          if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, value);
           continue;
         }
+        // A pending entry with its record (the second register failed) is a live session.
         listed.push({
           handle,
-          digest: sessionDigest,
+          digest: entry.digest,
           auth: stored.auth,
           lastActiveAt: Math.min(clock(), clock() - (idleTimeoutSeconds * 1000 - remaining)),
         });
@@ -122,7 +151,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));
-      const ended = await endAll(Object.values(await redis.hgetall(userKey)));
+      const digests = Object.values(await redis.hgetall(userKey)).map((value) => parseIndexValue(value).digest);
+      const ended = await endAll(digests);
       await redis.del(userKey);
       return ended;
     },

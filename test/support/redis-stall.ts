@@ -18,10 +18,10 @@ export interface RedisStall {
   url: string;
   /**
    * Holds the next chunk, on any connection, whose bytes (with the tail of the previous chunk)
-   * contain `marker`, and everything after it on that connection, until release(). Resolves
-   * once something is held.
+   * contain `marker` (or any one of several: one command whichever of its forms is sent), and
+   * everything after it on that connection, until release(). Resolves once something is held.
    */
-  holdAt(marker: string): Promise<void>;
+  holdAt(marker: string | readonly string[]): Promise<void>;
   /** Sends what is held, in order, and passes everything through again. */
   release(): void;
   close(): Promise<void>;
@@ -38,7 +38,7 @@ interface Link {
 export async function startRedisStall(targetUrl: string): Promise<RedisStall> {
   const target = new URL(targetUrl);
   const links = new Set<Link>();
-  let armed: { marker: Buffer; resolve: () => void } | undefined;
+  let armed: { markers: Buffer[]; longest: number; resolve: () => void } | undefined;
 
   const server = net.createServer((client) => {
     const redis = net.connect(Number(target.port || 6379), target.hostname);
@@ -47,13 +47,13 @@ export async function startRedisStall(targetUrl: string): Promise<RedisStall> {
     client.on('data', (chunk: Buffer) => {
       if (link.held) return void link.held.push(chunk);
       const seen = Buffer.concat([link.tail, chunk]);
-      if (armed && seen.includes(armed.marker)) {
+      if (armed?.markers.some((marker) => seen.includes(marker))) {
         link.held = [chunk];
         const { resolve } = armed;
         armed = undefined;
         return resolve();
       }
-      link.tail = armed ? seen.subarray(Math.max(0, seen.length - armed.marker.length + 1)) : Buffer.alloc(0);
+      link.tail = armed ? seen.subarray(Math.max(0, seen.length - armed.longest + 1)) : Buffer.alloc(0);
       redis.write(chunk);
     });
     redis.pipe(client);
@@ -70,8 +70,9 @@ export async function startRedisStall(targetUrl: string): Promise<RedisStall> {
   return {
     url: `redis://127.0.0.1:${port}`,
     holdAt(marker) {
+      const markers = (typeof marker === 'string' ? [marker] : marker).map((m) => Buffer.from(m));
       return new Promise<void>((resolve) => {
-        armed = { marker: Buffer.from(marker), resolve };
+        armed = { markers, longest: Math.max(...markers.map((m) => m.length)), resolve };
       });
     },
     release() {

@@ -2,17 +2,13 @@
  * SPEC §3/§4: every working session can be found through the user's index, for
  * GET /auth/sessions and back-channel logout by sub. At the callback, the new session is
  * registered before its record is saved. Meanwhile the same user's GET /auth/sessions, on any
- * instance, reads the index, finds an entry with no record yet, and prunes it
- * (session/registry.ts list). The save then creates a session that nothing can find.
+ * instance, reads the index, finds an entry with no record yet, and (were it to prune it,
+ * session/registry.ts list) the save would create a session that nothing can find.
  *
- * Staged deterministically with two gateways on one Redis. Gateway A reaches Redis through a
- * TCP pass-through that stalls the callback's record write (the WRITE_RECORD script) on the
- * wire. While it waits, the user's other browser lists its sessions on gateway B. Then the
- * write goes through.
- *
- * Fails if, in http/auth-routes.ts callback, the second
- * `await withStore(() => registry.register(sessionDigest, auth));` (the one after
- * `await withStore(() => save(req));`) is removed.
+ * Staged deterministically with two gateways on one Redis. Each reaches Redis through a TCP
+ * pass-through that can stall a command on the wire. Gateway A's callback is held at its record
+ * write (the WRITE_RECORD script); while it waits, the user's other browser lists its sessions
+ * on gateway B. Then the write goes through.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
@@ -25,14 +21,22 @@ import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
 const csrf = { 'x-csrf': '1' };
 /** A line only session/records.ts WRITE_RECORD sends: the session record write. */
 const RECORD_WRITE = 'local val = ARGV[1]';
+/**
+ * A user-index prune in list(), whichever way it is sent: the PRUNE script (compare and delete)
+ * or a plain HDEL (as list() sent before the pending form; registry.end's HDEL is not sent
+ * while this is armed).
+ */
+const INDEX_PRUNE = ["redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2]", '$4\r\nhdel\r\n'];
 
 let stall: RedisStall;
+let stallB: RedisStall;
 let provider: TestProvider;
 let gwA: TestGateway;
 let gwB: TestGateway;
 
 beforeAll(async () => {
   stall = await startRedisStall(redisUrlForTests());
+  stallB = await startRedisStall(redisUrlForTests());
   const [a, b] = [await reserveServer(), await reserveServer()];
   provider = await startTestProvider({
     clients: [gatewayClient(a.url, { redirect_uris: [`${a.url}/auth/callback`, `${b.url}/auth/callback`] })],
@@ -40,20 +44,28 @@ beforeAll(async () => {
   // Two instances of one deployment: same secrets, same key prefix, same Redis.
   const shared = { keyPrefix: `race${Date.now()}:`, session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] } };
   gwA = await startTestGateway(buildTestConfig({ ...shared, issuer: provider.issuer, publicUrl: a.url, redisUrl: stall.url }), a);
-  gwB = await startTestGateway(buildTestConfig({ ...shared, issuer: provider.issuer, publicUrl: b.url }), b);
+  gwB = await startTestGateway(buildTestConfig({ ...shared, issuer: provider.issuer, publicUrl: b.url, redisUrl: stallB.url }), b);
 });
 
 afterAll(async () => {
   stall?.release();
+  stallB?.release();
   await gwA?.close();
   await gwB?.close();
   await provider?.close();
   await stall?.close();
+  await stallB?.close();
 });
 
 const listOn = async (gw: TestGateway, client: BrowserClient) => (await client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json<unknown[]>();
 
-it("a sign-in whose index entry another browser's /auth/sessions pruned before the record was saved is still listed and ended by sub", async () => {
+/**
+ * The prune lands before the callback's second register. Since the index's pending form no
+ * one-line change fails this case alone: it fails if, in session/registry.ts list(),
+ * `if (entry.saved)` is dropped from the prune AND the callback's second register
+ * (`registry.register(sessionDigest, auth, 'saved')`) is removed.
+ */
+it("a sign-in whose index entry another browser's /auth/sessions found without a record is still listed and ended by sub", async () => {
   const laptop = new BrowserClient();
   await signIn(laptop, gwB.url);
   expect(await listOn(gwB, laptop)).toHaveLength(1);
@@ -64,13 +76,59 @@ it("a sign-in whose index entry another browser's /auth/sessions pruned before t
   const held = stall.holdAt(RECORD_WRITE);
   const callback = phone.get(callbackUrl);
   try {
-    // Registered, record not yet written: the listing skips and prunes the new entry.
+    // Registered, record not yet written: the listing skips the new entry.
     await held;
     expect(await listOn(gwB, laptop)).toHaveLength(1);
   } finally {
     stall.release();
   }
   expect((await callback).status).toBe(302);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+
+  expect(await listOn(gwB, laptop)).toHaveLength(2);
+  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+    form: { logout_token: await provider.signLogoutToken({ sub: 'alice' }) },
+  });
+  expect(logout.status).toBe(200);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  expect((await laptop.get(`${gwB.url}/auth/user`, { headers: csrf })).status).toBe(401);
+});
+
+/**
+ * The prune lands after the callback's second register: B read the entry before A's save and
+ * deletes it once A has answered 302. Re-registering cannot help then; the entry must not be
+ * pruned at all while its record may still be coming.
+ *
+ * Fails if, in http/auth-routes.ts callback, the first register writes the saved form:
+ * `registry.register(sessionDigest, auth, 'pending')` becomes `..., 'saved')`. (Fails too with
+ * session/registry.ts as it was before the pending form, whose list() HDELed every entry
+ * without a record.)
+ */
+it("a sign-in whose index entry another browser's /auth/sessions read before the save and prunes after the callback answered is still listed and ended by sub", async () => {
+  const laptop = new BrowserClient();
+  await signIn(laptop, gwB.url);
+  expect(await listOn(gwB, laptop)).toHaveLength(1);
+
+  const phone = new BrowserClient();
+  const { authorizeUrl } = await startLogin(phone, gwA.url);
+  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
+  const held = stall.holdAt(RECORD_WRITE);
+  const callback = phone.get(callbackUrl);
+  let listing: Promise<unknown[]> | undefined;
+  try {
+    await held;
+    // Registered, record not yet written. B's listing reads the entry and either prunes it
+    // (held on the wire until A has answered) or skips it and answers.
+    const pruneHeld = stallB.holdAt(INDEX_PRUNE);
+    listing = listOn(gwB, laptop);
+    await Promise.race([pruneHeld, listing]);
+    stall.release();
+    expect((await callback).status).toBe(302);
+  } finally {
+    stall.release();
+    stallB.release();
+  }
+  expect(await listing).toHaveLength(1);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
 
   expect(await listOn(gwB, laptop)).toHaveLength(2);

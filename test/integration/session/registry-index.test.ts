@@ -1,0 +1,133 @@
+/**
+ * The user's session index against a real Redis (session/registry.ts): which entries list()
+ * prunes, and that both forms of an entry (`pending:`digest while a sign-in's record is not
+ * saved yet, the plain digest once it is) are read as the same session. Each `it` names the
+ * one-line change that makes it fail.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { createSealer } from '../../../src/crypto/seal.js';
+import { closeRedis, connectRedis, createRedis } from '../../../src/redis/client.js';
+import { createKeys, digest } from '../../../src/redis/keys.js';
+import type { AuthData } from '../../../src/session/data.js';
+import { createSessionRecords } from '../../../src/session/records.js';
+import { createSessionRegistry, userDigest, type SessionRegistry } from '../../../src/session/registry.js';
+import { redisUrlForTests } from '../../support/redis-server.js';
+import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
+
+const iss = 'https://idp.example';
+const keys = createKeys(`idx${randomBytes(4).toString('hex')}:`);
+/** list()'s prune on the wire: the PRUNE script (compare and delete), or a plain HDEL. */
+const PRUNE = ["redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2]", '$4\r\nhdel\r\n'];
+
+let stall: RedisStall;
+/** The registry's connection, through the stall. */
+let redis: Redis;
+/** Another connection, straight to Redis. */
+let direct: Redis;
+let registry: SessionRegistry;
+let records: ReturnType<typeof createSessionRecords>;
+
+beforeAll(async () => {
+  stall = await startRedisStall(redisUrlForTests());
+  redis = createRedis({ url: stall.url, commandTimeoutMs: 3000, keyPrefix: 'x:' }) as Redis;
+  direct = createRedis({ url: redisUrlForTests(), commandTimeoutMs: 3000, keyPrefix: 'x:' }) as Redis;
+  await connectRedis(redis, 5000);
+  await connectRedis(direct, 5000);
+  const sealer = createSealer([randomBytes(32).toString('base64')]);
+  const options = { redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
+  records = createSessionRecords({ ...options, sealer });
+  registry = createSessionRegistry({ ...options, records });
+});
+
+afterAll(async () => {
+  stall?.release();
+  await closeRedis(redis);
+  await closeRedis(direct);
+  await stall?.close();
+});
+
+/** A fresh user, so that each case reads only its own index. */
+function newUser(): { sub: string; userKey: string } {
+  const sub = `u${randomBytes(6).toString('hex')}`;
+  return { sub, userKey: keys.userSessions(userDigest(iss, sub)) };
+}
+
+function authFor(sub: string): AuthData {
+  return { handle: randomBytes(16).toString('base64url'), sub, iss, claims: {}, scopes: ['openid'], createdAt: Date.now() };
+}
+
+/** A signed-in session's record, as the callback saves it. */
+async function saveRecord(auth: AuthData): Promise<string> {
+  const d = digest(randomBytes(16).toString('hex'));
+  await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, auth, cookie: { path: '/' } });
+  return d;
+}
+
+const noRecord = () => digest(randomBytes(16).toString('hex'));
+
+// Fails if, in session/registry.ts list(), `if (entry.saved)` is dropped from
+// `if (entry.saved) await redis.eval(PRUNE, ...)` (a pending entry is then pruned too).
+it('list() keeps a pending entry whose record is not saved yet (a sign-in in progress)', async () => {
+  const { sub, userKey } = newUser();
+  const pending = authFor(sub);
+  const d = noRecord();
+  await registry.register(d, pending, 'pending');
+
+  expect(await registry.list(iss, sub)).toEqual([]);
+  expect(await direct.hget(userKey, pending.handle)).toBe(`pending:${d}`);
+});
+
+// Fails if, in session/registry.ts list(), the line
+// `if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, value);` is removed.
+it('list() prunes a saved-form entry whose record is gone, and one as 0.5.x wrote it', async () => {
+  const { sub, userKey } = newUser();
+  const gone = authFor(sub);
+  await registry.register(noRecord(), gone, 'saved');
+  // 0.5.x: the plain digest, which is the saved form.
+  const old = authFor(sub);
+  await direct.hset(userKey, old.handle, noRecord());
+  const live = authFor(sub);
+  const liveDigest = await saveRecord(live);
+  await registry.register(liveDigest, live, 'saved');
+
+  expect((await registry.list(iss, sub)).map((s) => s.digest)).toEqual([liveDigest]);
+  expect(await direct.hkeys(userKey)).toEqual([live.handle]);
+});
+
+// Fails if, in session/registry.ts parseIndexValue, `value.slice(PENDING.length)` becomes
+// `value` (the pending form is then read as a digest of its own, with no record).
+it('a pending entry whose record exists (the second register failed) is listed, and ended by sub', async () => {
+  const { sub, userKey } = newUser();
+  const auth = authFor(sub);
+  const d = await saveRecord(auth);
+  await registry.register(d, auth, 'pending');
+
+  const listed = await registry.list(iss, sub);
+  expect(listed.map((s) => [s.handle, s.digest])).toEqual([[auth.handle, d]]);
+
+  const ended = await registry.endByUser(iss, sub);
+  expect(ended.map((e) => e.digest)).toEqual([d]);
+  expect(await records.peek(d)).toBeUndefined();
+  expect(await direct.exists(userKey)).toBe(0);
+});
+
+// Fails if, in session/registry.ts list(), `await redis.eval(PRUNE, 1, userKey, handle, value)`
+// becomes `await redis.hdel(userKey, handle)`.
+it("list()'s prune deletes an entry only if it still holds the value read", async () => {
+  const { sub, userKey } = newUser();
+  const auth = authFor(sub);
+  await registry.register(noRecord(), auth, 'saved');
+
+  // The entry is rewritten between list()'s read and its prune.
+  const held = stall.holdAt(PRUNE);
+  const listing = registry.list(iss, sub);
+  try {
+    await held;
+    await direct.hset(userKey, auth.handle, 'pending:rewritten');
+  } finally {
+    stall.release();
+  }
+  expect(await listing).toEqual([]);
+  expect(await direct.hget(userKey, auth.handle)).toBe('pending:rewritten');
+});
