@@ -63,13 +63,18 @@ export interface RegistryOptions {
 const PENDING = 'pending:';
 
 interface IndexEntry {
+  handle: string;
+  /** As stored, for the compare-and-delete. */
+  value: string;
   digest: string;
   saved: boolean;
 }
 
-/** A user-index value; a plain digest (also what 0.5.x wrote) is the saved form. */
-function parseIndexValue(value: string): IndexEntry {
-  return value.startsWith(PENDING) ? { digest: value.slice(PENDING.length), saved: false } : { digest: value, saved: true };
+/** A user-index entry; a plain digest (also what 0.5.x wrote) is the saved form. */
+function parseIndexEntry(handle: string, value: string): IndexEntry {
+  return value.startsWith(PENDING)
+    ? { handle, value, digest: value.slice(PENDING.length), saved: false }
+    : { handle, value, digest: value, saved: true };
 }
 
 /** Deletes a user-index entry only if it still holds the value that was read. */
@@ -92,6 +97,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     }
     options.onEnded?.(sessionDigest, reason);
     return stored;
+  }
+
+  async function readIndex(userKey: string): Promise<IndexEntry[]> {
+    return Object.entries(await redis.hgetall(userKey)).map(([handle, value]) => parseIndexEntry(handle, value));
   }
 
   async function endAll(digests: Iterable<string>): Promise<EndedSession[]> {
@@ -118,10 +127,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     end,
     async list(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));
-      const entries = await redis.hgetall(userKey);
       const listed: ListedSession[] = [];
-      for (const [handle, value] of Object.entries(entries)) {
-        const entry = parseIndexValue(value);
+      for (const entry of await readIndex(userKey)) {
+        const { handle } = entry;
         const stored = await records.peek(entry.digest);
         const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
         if (!stored?.auth || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
@@ -129,7 +137,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
           // came: it expires with the index key); deleting it could land after the callback's
           // second register and leave the new session unindexed. A saved one is a session that is
           // gone, deleted only if no register rewrote it since it was read.
-          if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, value);
+          if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, entry.value);
           continue;
         }
         // A pending entry with its record (the second register failed) is a live session.
@@ -144,16 +152,20 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     async endByProviderSession(iss, sid) {
       const sidKey = keys.providerSession(providerSessionDigest(iss, sid));
-      const digests = await redis.smembers(sidKey);
-      const ended = await endAll(digests);
-      await redis.del(sidKey);
-      return ended;
+      // No DEL of the set afterwards: a sign-in with this sid registered since the read would
+      // leave it. end() takes each ended session out; members without a record expire with it.
+      return endAll(await redis.smembers(sidKey));
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));
-      const digests = Object.values(await redis.hgetall(userKey)).map((value) => parseIndexValue(value).digest);
-      const ended = await endAll(digests);
-      await redis.del(userKey);
+      const entries = await readIndex(userKey);
+      const ended = await endAll(entries.map((entry) => entry.digest));
+      // No DEL of the index afterwards: a sign-in registered since the read (its second register
+      // in particular) would lose its entry. Only the saved-form entries read go (end() removed
+      // those of the sessions it ended), as in list(); pending ones without a record are left.
+      for (const { handle, value, saved } of entries) {
+        if (saved) await redis.eval(PRUNE, 1, userKey, handle, value);
+      }
       return ended;
     },
   };

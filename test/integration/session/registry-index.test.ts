@@ -11,7 +11,7 @@ import { closeRedis, connectRedis, createRedis } from '../../../src/redis/client
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import type { AuthData } from '../../../src/session/data.js';
 import { createSessionRecords } from '../../../src/session/records.js';
-import { createSessionRegistry, userDigest, type SessionRegistry } from '../../../src/session/registry.js';
+import { createSessionRegistry, providerSessionDigest, userDigest, type SessionRegistry } from '../../../src/session/registry.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
 
@@ -27,6 +27,9 @@ let redis: Redis;
 let direct: Redis;
 let registry: SessionRegistry;
 let records: ReturnType<typeof createSessionRecords>;
+/** Another instance of the deployment, on the direct connection: the one a sign-in runs on. */
+let other: SessionRegistry;
+let otherRecords: ReturnType<typeof createSessionRecords>;
 
 beforeAll(async () => {
   stall = await startRedisStall(redisUrlForTests());
@@ -38,6 +41,9 @@ beforeAll(async () => {
   const options = { redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
   records = createSessionRecords({ ...options, sealer });
   registry = createSessionRegistry({ ...options, records });
+  const otherOptions = { ...options, redis: direct };
+  otherRecords = createSessionRecords({ ...otherOptions, sealer });
+  other = createSessionRegistry({ ...otherOptions, records: otherRecords });
 });
 
 afterAll(async () => {
@@ -53,8 +59,8 @@ function newUser(): { sub: string; userKey: string } {
   return { sub, userKey: keys.userSessions(userDigest(iss, sub)) };
 }
 
-function authFor(sub: string): AuthData {
-  return { handle: randomBytes(16).toString('base64url'), sub, iss, claims: {}, scopes: ['openid'], createdAt: Date.now() };
+function authFor(sub: string, sid?: string): AuthData {
+  return { handle: randomBytes(16).toString('base64url'), sub, iss, ...(sid ? { sid } : {}), claims: {}, scopes: ['openid'], createdAt: Date.now() };
 }
 
 /** A signed-in session's record, as the callback saves it. */
@@ -95,8 +101,8 @@ it('list() prunes a saved-form entry whose record is gone, and one as 0.5.x wrot
   expect(await direct.hkeys(userKey)).toEqual([live.handle]);
 });
 
-// Fails if, in session/registry.ts parseIndexValue, `value.slice(PENDING.length)` becomes
-// `value` (the pending form is then read as a digest of its own, with no record).
+// Fails if, in session/registry.ts parseIndexEntry, `digest: value.slice(PENDING.length)` becomes
+// `digest: value` (the pending form is then read as a digest of its own, with no record).
 it('a pending entry whose record exists (the second register failed) is listed, and ended by sub', async () => {
   const { sub, userKey } = newUser();
   const auth = authFor(sub);
@@ -130,4 +136,81 @@ it("list()'s prune deletes an entry only if it still holds the value read", asyn
   }
   expect(await listing).toEqual([]);
   expect(await direct.hget(userKey, auth.handle)).toBe('pending:rewritten');
+});
+
+/** A DEL of exactly this key on the wire. */
+const delOf = (key: string) => `$3\r\ndel\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+
+/** The callback's indexing of a new session, on the other instance. */
+async function signInOnOther(auth: AuthData): Promise<string> {
+  const d = digest(randomBytes(16).toString('hex'));
+  await other.register(d, auth, 'pending');
+  await otherRecords.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, auth, cookie: { path: '/' } });
+  await other.register(d, auth, 'saved');
+  return d;
+}
+
+/**
+ * Back-channel logout by sub ends what the index held when it read it. A sign-in indexed after
+ * that read, before the end of the logout, keeps its entry: a DEL of the whole index there
+ * left a working session that /auth/sessions did not show and no later logout by sub ended.
+ * Staged by holding such a DEL on the wire while the sign-in runs on another instance.
+ *
+ * Fails if, in session/registry.ts endByUser, `await redis.del(userKey);` is put back before
+ * `return ended;`.
+ */
+it('endByUser leaves the entry of a sign-in indexed while it ran', async () => {
+  const { sub, userKey } = newUser();
+  const first = authFor(sub);
+  const firstDigest = await saveRecord(first);
+  await registry.register(firstDigest, first, 'saved');
+  const stale = authFor(sub);
+  await registry.register(noRecord(), stale, 'saved');
+
+  const held = stall.holdAt(delOf(userKey));
+  const ending = registry.endByUser(iss, sub);
+  let next: string;
+  try {
+    await Promise.race([held, ending]);
+    next = await signInOnOther(authFor(sub));
+  } finally {
+    stall.release();
+  }
+  expect((await ending).map((e) => e.digest)).toEqual([firstDigest]);
+
+  expect((await registry.list(iss, sub)).map((s) => s.digest)).toEqual([next]);
+  // The stale saved-form entry went; only the new session's is left.
+  expect(await direct.hvals(userKey)).toEqual([next]);
+  expect((await registry.endByUser(iss, sub)).map((e) => e.digest)).toEqual([next]);
+  expect(await records.peek(next)).toBeUndefined();
+});
+
+/**
+ * The same for back-channel logout by sid, whose set a sign-in with that provider session joins.
+ *
+ * Fails if, in session/registry.ts endByProviderSession, `await redis.del(sidKey);` is put back
+ * after the sessions are ended.
+ */
+it('endByProviderSession leaves a sign-in of that sid indexed while it ran', async () => {
+  const { sub } = newUser();
+  const sid = `sid-${randomBytes(6).toString('hex')}`;
+  const sidKey = keys.providerSession(providerSessionDigest(iss, sid));
+  const first = authFor(sub, sid);
+  const firstDigest = await saveRecord(first);
+  await registry.register(firstDigest, first, 'saved');
+
+  const held = stall.holdAt(delOf(sidKey));
+  const ending = registry.endByProviderSession(iss, sid);
+  let next: string;
+  try {
+    await Promise.race([held, ending]);
+    next = await signInOnOther(authFor(sub, sid));
+  } finally {
+    stall.release();
+  }
+  expect((await ending).map((e) => e.digest)).toEqual([firstDigest]);
+
+  expect((await registry.endByProviderSession(iss, sid)).map((e) => e.digest)).toEqual([next]);
+  expect(await records.peek(next)).toBeUndefined();
+  expect(await direct.exists(sidKey)).toBe(0);
 });
