@@ -24,3 +24,56 @@ export function parseCidr(value: string): Cidr | undefined {
   if (prefix > max) return undefined;
   return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
+
+/**
+ * Why a range that parses is still refused as a trusted-proxy range, or undefined. A range that
+ * takes in every address trusts every hop, so the client address would be whatever the browser
+ * wrote in X-Forwarded-For; a range with host bits set is a typo whose meaning is a guess.
+ */
+export function trustedRangeProblem(cidr: Cidr): string | undefined {
+  if (cidr.prefix === 0) return `is a /0 range: every hop would be trusted, so a browser could write its own client address; list your proxies' ranges`;
+  const bytes = addressBytes(cidr);
+  // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d, which such a range takes in.
+  if (cidr.family === 'ipv6' && cidr.prefix <= 96 && samePrefix(bytes, IPV4_MAPPED, cidr.prefix)) {
+    return 'takes in every IPv4-mapped address (::ffff:0:0/96): every IPv4 hop would be trusted; list your proxies\' ranges';
+  }
+  const network = bytes.map((b, i) => b & maskByte(cidr.prefix, i));
+  if (network.some((b, i) => b !== bytes[i])) {
+    return `has bits set past its /${cidr.prefix} prefix; write the range's first address (${formatAddress(network, cidr.family)}/${cidr.prefix})`;
+  }
+  return undefined;
+}
+
+const IPV4_MAPPED = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0];
+
+/** The bits of byte `i` that lie inside a prefix of `prefix` bits. */
+const maskByte = (prefix: number, i: number) => (0xff00 >> Math.min(8, Math.max(0, prefix - i * 8))) & 0xff;
+
+const samePrefix = (a: number[], b: number[], prefix: number) => a.every((byte, i) => ((byte ^ (b[i] ?? 0)) & maskByte(prefix, i)) === 0);
+
+/** The address's bytes; it was accepted by isIP (a zone, `%eth0`, is dropped as BlockList does). */
+function addressBytes(cidr: Cidr): number[] {
+  if (cidr.family === 'ipv4') return cidr.address.split('.').map(Number);
+  const groups = (part: string): number[] =>
+    part === ''
+      ? []
+      : part.split(':').flatMap((g) => {
+          if (!g.includes('.')) return [parseInt(g, 16)];
+          const [a = 0, b = 0, c = 0, d = 0] = g.split('.').map(Number);
+          return [(a << 8) | b, (c << 8) | d];
+        });
+  const bare = cidr.address.split('%')[0] ?? '';
+  const gap = bare.indexOf('::');
+  const head = groups(gap === -1 ? bare : bare.slice(0, gap));
+  const tail = gap === -1 ? [] : groups(bare.slice(gap + 2));
+  const all = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
+  return all.flatMap((g) => [g >> 8, g & 0xff]);
+}
+
+function formatAddress(bytes: number[], family: Cidr['family']): string {
+  if (family === 'ipv4') return bytes.join('.');
+  const groups = [];
+  for (let i = 0; i < 16; i += 2) groups.push((((bytes[i] ?? 0) << 8) | (bytes[i + 1] ?? 0)).toString(16));
+  // The URL parser writes the shortest form (RFC 5952).
+  return new URL(`http://[${groups.join(':')}]`).hostname.slice(1, -1);
+}

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
 import { canonicalPath, decodePath } from './canonical-path.js';
-import { parseCidr } from './cidr.js';
+import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { isLoopbackHost } from './hosts.js';
 import { unsafeSettings } from './safety.js';
 
@@ -30,6 +30,12 @@ const routePath = z
     message:
       'must be canonical: no "." or ".." segments, "//" or ";", no %2F, %5C, %3F, %23, %25 or control-character escapes; letters, digits and "-._~" not %-encoded, other escapes in uppercase hex',
   });
+
+const trustedRange = z.string().superRefine((value, ctx) => {
+  const cidr = parseCidr(value);
+  const message = cidr === undefined ? 'must be an IP address or CIDR range' : trustedRangeProblem(cidr);
+  if (message !== undefined) ctx.addIssue({ code: 'custom', message });
+});
 
 const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, {
   message: 'must be an HTTP header name',
@@ -105,7 +111,7 @@ export const configSchema = z
         .union([
           z.boolean(),
           z.number().int().min(1).max(10),
-          z.array(z.string().refine((v) => parseCidr(v) !== undefined, { message: 'must be an IP address or CIDR range' })).min(1),
+          z.array(trustedRange).min(1),
         ])
         .default(false),
       metricsPort: z.number().int().min(0).max(65535).optional(),

@@ -1,0 +1,57 @@
+/**
+ * server.trustProxy ranges (src/config/cidr.ts trustedRangeProblem), through the loader: a
+ * range that takes in every address would trust every hop, so the client address (login rate
+ * limit, logs) would be whatever the browser wrote in X-Forwarded-For. Pure.
+ *
+ * Fails if, in src/config/cidr.ts trustedRangeProblem, the line
+ * `if (cidr.prefix === 0) return ...` is removed (0.0.0.0/0 then passes).
+ */
+import { randomBytes } from 'node:crypto';
+import { ConfigError, parseConfig } from '../../../src/config/load.js';
+
+const KEY = randomBytes(32).toString('base64');
+const SECRET = randomBytes(30).toString('base64');
+
+function problems(trustProxy: unknown): string[] {
+  try {
+    parseConfig(
+      {
+        server: { publicUrl: 'https://app.example.com', trustProxy },
+        oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: 'top-secret-value' },
+        session: { secrets: [SECRET], encryptionKeys: [KEY] },
+      },
+      { env: {} },
+    );
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe('server.trustProxy ranges', () => {
+  it('refuses a /0 range, IPv4 or IPv6 (::/0 takes in IPv4 peers too), naming the entry by index', () => {
+    expect(problems(['10.0.0.0/8', '0.0.0.0/0'])).toEqual([expect.stringMatching(/^server\.trustProxy\[1\]: is a \/0 range: every hop would be trusted/)]);
+    expect(problems(['::/0'])).toEqual([expect.stringMatching(/^server\.trustProxy\[0\]: is a \/0 range/)]);
+    expect(problems(['::ffff:0.0.0.0/0'])).toEqual([expect.stringMatching(/^server\.trustProxy\[0\]: is a \/0 range/)]);
+  });
+
+  it('refuses an IPv6 range that takes in every IPv4-mapped address (every IPv4 peer)', () => {
+    for (const range of ['::/64', '::ffff:0:0/96', '::/80']) {
+      expect(problems([range])).toEqual([expect.stringMatching(/^server\.trustProxy\[0\]: takes in every IPv4-mapped address/)]);
+    }
+    expect(problems(['::ffff:0:0/97'])).toEqual([]);
+  });
+
+  it("refuses host bits set past the prefix (10.0.0.1/8), naming the range's first address", () => {
+    expect(problems(['10.0.0.1/8'])).toEqual(['server.trustProxy[0]: has bits set past its /8 prefix; write the range\'s first address (10.0.0.0/8)']);
+    expect(problems(['10.0.0.129/25'])).toEqual([expect.stringMatching(/\(10\.0\.0\.128\/25\)$/)]);
+    expect(problems(['fd00::1/8'])).toEqual([expect.stringMatching(/^server\.trustProxy\[0\]: has bits set past its \/8 prefix; .*\(fd00::\/8\)$/)]);
+    expect(problems(['2001:db8::1:0:0:1/64'])).toEqual([expect.stringMatching(/\(2001:db8::\/64\)$/)]);
+  });
+
+  it('accepts ranges written as their first address, and single addresses', () => {
+    expect(problems(['10.0.0.0/8', '10.0.0.128/25', '192.0.2.7', 'fd00::/8', '::1', 'fe80::/10', '1:2:3:4:5:6:1.2.3.0/120'])).toEqual([]);
+    expect(problems(['not-an-address'])).toEqual(['server.trustProxy[0]: must be an IP address or CIDR range']);
+  });
+});
