@@ -268,15 +268,24 @@ export const configSchema = z
       issue(['server', 'workers'], 'must be 1 with dev: (the demo provider and API run in one process)');
     }
 
+    const auth = cfg.server.authPath;
+    // redirect_uri would be publicUrl + "//callback", which no request path can be.
+    if (auth === '/') issue(['server', 'authPath'], 'must not be "/": the gateway\'s endpoints need a prefix of their own');
     // Compared as requests are matched (escapes decoded): /api/a!b and /api/a%21b are one route.
+    const matchedForm = (p: string) => (typeof canonicalPath(p) === 'string' ? decodePath(p) : p);
+    const within = (p: string, base: string) => p === base || p.startsWith(`${base}/`);
+    const authMatched = matchedForm(auth);
     const seen = new Set<string>();
     cfg.routes.forEach((route, i) => {
-      const matched = typeof canonicalPath(route.path) === 'string' ? decodePath(route.path) : route.path;
+      const matched = matchedForm(route.path);
       if (seen.has(matched)) issue(['routes', i, 'path'], 'is used by another route');
       seen.add(matched);
-      const auth = cfg.server.authPath;
-      if (route.path === auth || route.path.startsWith(`${auth}/`) || route.path === '/') {
+      if (route.path === '/' || within(matched, authMatched)) {
         issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
+      } else if (within(authMatched, matched)) {
+        // Routes are matched before the gateway's endpoints: logout, the callback, back-channel
+        // logout would all go to the upstream.
+        issue(['server', 'authPath'], `must not lie under routes[${i}].path (${route.path}): its requests would go to that upstream`);
       }
       if (['/healthz', '/readyz', '/metrics'].some((p) => route.path === p || route.path.startsWith(`${p}/`))) {
         issue(['routes', i, 'path'], 'must not shadow /healthz, /readyz or /metrics');

@@ -125,6 +125,24 @@ describe('config loading', () => {
     );
   });
 
+  // Fails if, in src/config/schema.ts, `} else if (within(authMatched, matched)) {` becomes
+  // `} else if (false) {`: authPath under /api passes, and its requests would be proxied.
+  it('refuses server.authPath equal to or under a route (routes are matched first), or "/"', () => {
+    const withAuth = (authPath: string, paths: string[]) =>
+      problems(minimal({ server: { publicUrl: 'https://app.example.com', authPath }, routes: paths.map((p, i) => ({ path: p, target: `https://up:${i + 1}` })) }));
+    expect(withAuth('/api/auth', ['/other', '/api'])).toEqual([
+      'server.authPath: must not lie under routes[1].path (/api): its requests would go to that upstream',
+    ]);
+    expect(withAuth('/api/a%21b/auth', ['/api/a!b'])).toHaveLength(1);
+    // Equal is reported on the route, as before; a segment boundary is required either way.
+    expect(withAuth('/api', ['/api'])).toEqual(['routes[0].path: must not be "/" or lie under server.authPath (/api)']);
+    expect(withAuth('/apiauth', ['/api'])).toEqual([]);
+    expect(withAuth('/api', ['/apiv2'])).toEqual([]);
+    expect(withAuth('/', [])).toEqual(['server.authPath: must not be "/": the gateway\'s endpoints need a prefix of their own']);
+    expect(withAuth('/auth/', [])).toEqual(['server.authPath: must not end with "/"']);
+    expect(withAuth('/a/../auth', [])).toEqual([expect.stringMatching(/^server\.authPath: must be canonical/)]);
+  });
+
   // Mutation check: compare `route.path` instead of its decoded form in the schema → fails.
   it('refuses two routes that differ only in escapes (requests would match both the same way)', () => {
     expect(problems(minimal({ routes: [{ path: '/api/a!b', target: 'https://up:1' }, { path: '/api/a%21b', target: 'https://up:2' }] }))).toEqual([
