@@ -33,7 +33,8 @@ export function unsafeSettings(cfg: ParsedConfig): SafetyProblem[] {
   const add = (path: (string | number)[], message: string) => problems.push({ path, message });
   const demo = cfg.dev !== undefined;
 
-  if (demo && new URL(cfg.server.publicUrl).protocol === 'https:') {
+  // Not a URL: already reported by the schema.
+  if (demo && URL.canParse(cfg.server.publicUrl) && new URL(cfg.server.publicUrl).protocol === 'https:') {
     add(['dev'], 'runs the demo provider and API with published secrets: it never belongs in an https deployment; remove it');
   }
 

@@ -235,16 +235,19 @@ export const configSchema = z
     const issue = (path: (string | number)[], message: string) =>
       ctx.addIssue({ code: 'custom', path, message });
 
+    // A field's own check has already failed (and been reported) when it is not a URL; these run
+    // anyway, so they must not throw, or every other problem would go unreported.
     for (const [key, value] of [
       ['server.publicUrl', cfg.server.publicUrl],
       ['oidc.issuer', cfg.oidc.issuer],
     ] as const) {
+      if (!URL.canParse(value)) continue;
       const url = new URL(value);
       if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
         issue(key.split('.'), 'http:// is allowed only for loopback hosts; use https://');
       }
     }
-    if (new URL(cfg.server.publicUrl).pathname !== '/') {
+    if (URL.canParse(cfg.server.publicUrl) && new URL(cfg.server.publicUrl).pathname !== '/') {
       issue(['server', 'publicUrl'], 'must be an origin without a path (e.g. https://app.example.com)');
     }
     if (cfg.oidc.clientAuthMethod === 'private_key_jwt' ? !cfg.oidc.privateKey : !cfg.oidc.clientSecret) {

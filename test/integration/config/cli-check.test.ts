@@ -94,6 +94,19 @@ describe('--check', () => {
     expect(problemLines.find((l) => l.includes('server:'))).toMatch(/prot/);
   });
 
+  // Fails if, in src/config/schema.ts's superRefine, `if (!URL.canParse(value)) continue;` is
+  // removed: the only output is `bff-gateway: fatal: Invalid URL`, with no key.
+  it('exits 1 on a publicUrl that is not a URL with its own line and every other problem, no fatal', async () => {
+    const doc = { ...goodConfig(), server: { port: 1, publicUrl: '${PUBLIC_URL}' }, tokens: { refreshSkewSeconds: -1 } };
+    const proc = runCli(['--config', writeConfig('not-a-url.yaml', doc), '--check'], { PUBLIC_URL: 'app.example.com' });
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    const output = proc.output();
+    expect(exit.code).toBe(1);
+    expect(output).not.toMatch(/fatal|Invalid URL|    at /);
+    const problemLines = output.split('\n').filter((l) => /^\s+\S+: /.test(l)).map((l) => l.trim());
+    expect(problemLines).toEqual(['server.publicUrl: must be an absolute http(s) URL', expect.stringMatching(/^tokens\.refreshSkewSeconds: /)]);
+  });
+
   it('exits 1 on YAML that does not parse, giving the position but not the offending text', async () => {
     const file = writeConfig('broken.yaml', `session:\n  secrets: ["${SECRETS.sessionSecret}\n  encryptionKeys: [${SECRETS.encryptionKey}\n`);
     const proc = runCli(['--config', file, '--check']);

@@ -90,6 +90,24 @@ describe('config loading', () => {
     expect(lines.length).toBeGreaterThanOrEqual(8);
   });
 
+  // Fails if, in src/config/schema.ts's superRefine, `if (!URL.canParse(value)) continue;` is
+  // removed: `new URL` throws out of the parse and no problem line is printed at all.
+  it('reports a publicUrl or issuer that is not a URL with every other problem, not as a crash', () => {
+    const lines = problems(
+      minimal({
+        server: { publicUrl: 'app.example.com' },
+        oidc: { issuer: 'idp.example.com', clientId: 'bff', clientSecret: 'top-secret-value', scopes: ['profile'] },
+      }),
+    );
+    expect(lines).toEqual([
+      'server.publicUrl: must be an absolute http(s) URL',
+      'oidc.issuer: must be an absolute http(s) URL',
+      'oidc.scopes: must include "openid"',
+    ]);
+    // dev: reads publicUrl's scheme too (safety.ts).
+    expect(problems(minimal({ server: { publicUrl: 'app.example.com' }, dev: {} }))).toEqual(['server.publicUrl: must be an absolute http(s) URL']);
+  });
+
   it('refuses cluster or sentinel nodes that mix rediss:// and plaintext (one TLS setting covers them all)', () => {
     // Fails if, in src/config/schema.ts, `cluster: z.strictObject({ nodes: redisNodes })` goes back to `z.array(redisNode).min(1)`.
     const mixed = ['rediss://a:6379', 'b:6379'];
