@@ -4,6 +4,7 @@
  * in, key paths and sentences out. No value is ever quoted, so no secret is ever printed.
  */
 import { isLoopbackHost } from './hosts.js';
+import { nodeUrl } from './redis-node.js';
 import type { ParsedConfig } from './schema.js';
 
 export interface SafetyProblem {
@@ -59,8 +60,8 @@ function cleartextHost(url: string, scheme: string): string | undefined {
   return parsed.protocol === scheme && !isLoopbackHost(parsed.hostname) ? parsed.hostname : undefined;
 }
 
-/** `host:port` or `redis://host:port` nodes of a cluster or Sentinel set. */
-const nodeHost = (node: string) => (node.includes('://') ? cleartextHost(node, 'redis:') : new URL(`redis://${node}`).hostname);
+/** `host:port` or `redis://host:port` nodes of a cluster or Sentinel set (each valid: schema.ts). */
+const nodeHost = (node: string) => (node.includes('://') ? cleartextHost(node, 'redis:') : nodeUrl(node).hostname);
 
 /** Accepted, but printed at startup and by --check: may be deliberate on a private network. */
 export function riskySettings(cfg: ParsedConfig): string[] {
@@ -70,12 +71,8 @@ export function riskySettings(cfg: ParsedConfig): string[] {
   }
   const nodes = cfg.redis.cluster?.nodes ?? cfg.redis.sentinel?.nodes ?? [];
   const plain = nodes.filter((n) => {
-    try {
-      const host = nodeHost(n);
-      return host !== undefined && !isLoopbackHost(host);
-    } catch {
-      return false;
-    }
+    const host = nodeHost(n);
+    return host !== undefined && !isLoopbackHost(host);
   });
   if (plain.length > 0) {
     const key = cfg.redis.cluster ? 'redis.cluster.nodes' : 'redis.sentinel.nodes';

@@ -8,6 +8,7 @@ import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params
 import { canonicalPath, decodePath } from './canonical-path.js';
 import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { isLoopbackHost } from './hosts.js';
+import { redisNodeProblem } from './redis-node.js';
 import { unsafeSettings } from './safety.js';
 
 export { isLoopbackHost } from './hosts.js';
@@ -45,7 +46,10 @@ const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length ===
   message: 'must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)',
 });
 
-const redisNode = z.string().min(1);
+const redisNode = z.string().superRefine((node, ctx) => {
+  const message = redisNodeProblem(node);
+  if (message !== undefined) ctx.addIssue({ code: 'custom', message });
+});
 const tlsNode = (node: string) => node.includes('://') && URL.canParse(node) && new URL(node).protocol === 'rediss:';
 /**
  * A cluster's or Sentinel set's nodes: `host:port`, `redis://` or `rediss://`. One TLS setting

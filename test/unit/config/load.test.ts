@@ -119,6 +119,26 @@ describe('config loading', () => {
     expect(problems(minimal({ redis: { cluster: { nodes: ['redis://a:6379', 'b:6379'] } } }))).toEqual([]);
   });
 
+  // Fails if, in src/config/schema.ts, `const redisNode = z.string().superRefine(...)` goes back
+  // to `z.string().min(1)`: the bad nodes pass, and startup dies with `fatal: Invalid URL`.
+  it('refuses a cluster or sentinel node that is not host:port or a redis(s):// URL with a host, one line each', () => {
+    const shape = 'must be host:port (an IPv6 address in brackets, port 1-65535) or a redis:// or rediss:// URL with a host';
+    expect(problems(minimal({ redis: { cluster: { nodes: ['10.0.0.1:6379', '10.0.0.2:63790x', 'a:70000', '::1', 'redis://', 'http://a:6379', '[::1', 'a:0'] } } }))).toEqual([
+      `redis.cluster.nodes[1]: ${shape}`,
+      `redis.cluster.nodes[2]: ${shape}`,
+      `redis.cluster.nodes[3]: ${shape}`,
+      `redis.cluster.nodes[4]: ${shape}`,
+      `redis.cluster.nodes[5]: ${shape}`,
+      `redis.cluster.nodes[6]: ${shape}`,
+      `redis.cluster.nodes[7]: ${shape}`,
+    ]);
+    const withPassword = problems(minimal({ redis: { sentinel: { name: 'm', nodes: ['redis://:NODE-PASSWORD@s1:26379', 's2:26379'] } } }));
+    expect(withPassword).toEqual([expect.stringMatching(/^redis\.sentinel\.nodes\[0\]: must not carry credentials/)]);
+    expect(withPassword.join('\n')).not.toContain('NODE-PASSWORD');
+    const good = ['redis-1:6379', 'redis_2', '10.0.0.3:7000', '[::1]:6379', '[fd00::2]', 'redis://r4:6379', 'REDIS://[fd00::5]:7001'];
+    expect(problems(minimal({ redis: { cluster: { nodes: good } } }))).toEqual([]);
+  });
+
   it('checks cross-field rules: timeouts, redis modes, route paths, apiKey', () => {
     const lines = problems(
       minimal({
