@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
 import { canonicalPath, decodePath } from './canonical-path.js';
 import { parseCidr, trustedRangeProblem } from './cidr.js';
+import { privateKeyProblem } from './private-key.js';
 import { isLoopbackHost } from './hosts.js';
 import { redisNodeProblem } from './redis-node.js';
 import { unsafeSettings } from './safety.js';
@@ -134,8 +135,15 @@ export const configSchema = z
       clientAuthMethod: z
         .enum(['client_secret_basic', 'client_secret_post', 'private_key_jwt'])
         .default('client_secret_basic'),
-      /** PKCS#8 PEM private key, for clientAuthMethod private_key_jwt. */
-      privateKey: z.string().min(1).optional(),
+      /** PEM private key, RSA (2048 bits or more) or EC P-256, for clientAuthMethod private_key_jwt. */
+      privateKey: z
+        .string()
+        .min(1)
+        .superRefine((pem, ctx) => {
+          const message = pem === '' ? undefined : privateKeyProblem(pem);
+          if (message !== undefined) ctx.addIssue({ code: 'custom', message });
+        })
+        .optional(),
       clockToleranceSeconds: z.number().int().min(0).max(300).default(30),
       scopes: z.array(z.string().min(1)).min(1).default(['openid']),
       extraAuthParams: z.record(z.string(), z.string()).default({}),
