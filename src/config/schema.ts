@@ -22,6 +22,20 @@ const httpUrl = z
     message: 'must be an absolute http(s) URL',
   });
 
+/**
+ * Parts of a URL setting the gateway would drop without a word, refused instead; `parts` names
+ * the ones this setting has no use for. Never quotes them: credentials are secrets.
+ */
+const withoutParts = (parts: { userinfo?: string; query?: string; fragment?: string }) =>
+  httpUrl.superRefine((value, ctx) => {
+    if (!URL.canParse(value)) return;
+    const url = new URL(value);
+    const add = (message: string) => ctx.addIssue({ code: 'custom', message });
+    if (parts.userinfo && (url.username !== '' || url.password !== '')) add(parts.userinfo);
+    if (parts.query && url.search !== '') add(parts.query);
+    if (parts.fragment && url.hash !== '') add(parts.fragment);
+  });
+
 const routePath = z
   .string()
   .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/, { message: 'must be a path starting with "/"' })
@@ -66,7 +80,10 @@ const redisNodes = z
 
 export const routeSchema = z.strictObject({
   path: routePath,
-  target: httpUrl,
+  target: withoutParts({
+    userinfo: 'must not carry credentials: they are not sent to the upstream (use auth: apiKey for a key)',
+    fragment: 'must not have a fragment: it is never sent',
+  }),
   auth: z.enum(['user', 'user-optional', 'client', 'apiKey', 'none']).default('user'),
   scopes: z.array(z.string().min(1)).default([]),
   resource: httpUrl.optional(),
@@ -106,7 +123,11 @@ export const configSchema = z
     server: z.strictObject({
       port: z.number().int().min(0).max(65535).default(3000),
       host: z.string().min(1).default('0.0.0.0'),
-      publicUrl: httpUrl,
+      publicUrl: withoutParts({
+        userinfo: 'must not carry credentials (user:password@)',
+        query: 'must be an origin without a query',
+        fragment: 'must be an origin without a fragment',
+      }),
       authPath: routePath.default('/auth'),
       /**
        * false: no proxy in front; true: exactly one trusted hop; N: that many hops; [CIDR, ...]:

@@ -108,6 +108,23 @@ describe('config loading', () => {
     expect(problems(minimal({ server: { publicUrl: 'app.example.com' }, dev: {} }))).toEqual(['server.publicUrl: must be an absolute http(s) URL']);
   });
 
+  // Fails if, in src/config/schema.ts withoutParts, the line
+  // `if (parts.userinfo && (url.username !== '' || url.password !== '')) add(parts.userinfo);` is removed.
+  it('refuses the parts of publicUrl and a route target that would be dropped, quoting none of them', () => {
+    const atPublicUrl = (publicUrl: string) => problems(minimal({ server: { publicUrl } }));
+    expect(atPublicUrl('https://admin:PUBLIC-PASSWORD@app.example.com')).toEqual(['server.publicUrl: must not carry credentials (user:password@)']);
+    expect(atPublicUrl('https://app.example.com/?x=1')).toEqual(['server.publicUrl: must be an origin without a query']);
+    expect(atPublicUrl('https://app.example.com#top')).toEqual(['server.publicUrl: must be an origin without a fragment']);
+    expect(atPublicUrl('https://app.example.com/')).toEqual([]);
+    const atTarget = (target: string) => problems(minimal({ routes: [{ path: '/api', target }] }));
+    const lines = atTarget('https://u:TARGET-PASSWORD@api.example.com');
+    expect(lines).toEqual(['routes[0].target: must not carry credentials: they are not sent to the upstream (use auth: apiKey for a key)']);
+    expect(atTarget('https://api.example.com/v1#frag')).toEqual(['routes[0].target: must not have a fragment: it is never sent']);
+    // A target's query is kept (proxy-target.ts sends it).
+    expect(atTarget('https://api.example.com/v1?tenant=a')).toEqual([]);
+    expect([...lines, ...atPublicUrl('https://admin:PUBLIC-PASSWORD@app.example.com')].join('\n')).not.toMatch(/PASSWORD|admin/);
+  });
+
   it('refuses cluster or sentinel nodes that mix rediss:// and plaintext (one TLS setting covers them all)', () => {
     // Fails if, in src/config/schema.ts, `cluster: z.strictObject({ nodes: redisNodes })` goes back to `z.array(redisNode).min(1)`.
     const mixed = ['rediss://a:6379', 'b:6379'];
