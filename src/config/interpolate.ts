@@ -7,6 +7,12 @@ export interface InterpolationProblem {
   message: string;
 }
 
+/** A value that was exactly one placeholder and was given the type its text spells. */
+export interface TypedPlaceholder {
+  path: (string | number)[];
+  text: string;
+}
+
 const PATTERN = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/;
 
@@ -15,6 +21,7 @@ export function interpolate(
   env: Readonly<Record<string, string | undefined>>,
   problems: InterpolationProblem[],
   path: (string | number)[] = [],
+  typed: TypedPlaceholder[] = [],
 ): unknown {
   if (typeof value === 'string') {
     const whole = WHOLE.exec(value);
@@ -26,17 +33,24 @@ export function interpolate(
       return '';
     });
     // `port: ${PORT:-3000}` should still be a number: a value that is exactly one placeholder
-    // takes the type its text spells (integer, true/false), as a YAML scalar would.
+    // takes the type its text spells (integer, true/false), as a YAML scalar would. Where the
+    // schema wants a string (a numeric client secret) the loader puts the text back (load.ts).
     if (whole) {
-      if (/^-?\d+$/.test(replaced)) return Number(replaced);
-      if (replaced === 'true' || replaced === 'false') return replaced === 'true';
+      if (/^-?\d+$/.test(replaced)) {
+        typed.push({ path, text: replaced });
+        return Number(replaced);
+      }
+      if (replaced === 'true' || replaced === 'false') {
+        typed.push({ path, text: replaced });
+        return replaced === 'true';
+      }
     }
     return replaced;
   }
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i]));
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, env, problems, [...path, i], typed));
   if (value !== null && typeof value === 'object') {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, interpolate(v, env, problems, [...path, k])]),
+      Object.entries(value).map(([k, v]) => [k, interpolate(v, env, problems, [...path, k], typed)]),
     );
   }
   return value;

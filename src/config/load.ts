@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument, type YAMLError } from 'yaml';
+import type { z } from 'zod';
 import { configSchema } from './schema.js';
 import { derive, deepFreeze, type Config } from './derive.js';
-import { interpolate, type InterpolationProblem } from './interpolate.js';
+import { interpolate, type InterpolationProblem, type TypedPlaceholder } from './interpolate.js';
 import { formatPath, formatZodIssues } from './format-issues.js';
 import { tracingEndpointFromEnv } from './otel-env.js';
 
@@ -26,14 +27,16 @@ export interface LoadOptions {
 export function parseConfig(document: unknown, options: LoadOptions & { baseDir?: string }): Config {
   const env = options.env;
   const problems: InterpolationProblem[] = [];
-  const interpolated = interpolate(document ?? {}, env, problems);
+  const typed: TypedPlaceholder[] = [];
+  const interpolated = interpolate(document ?? {}, env, problems, [], typed);
   if (problems.length > 0) {
     throw new ConfigError(problems.map((p) => `${formatPath(p.path)}: ${p.message}`));
   }
   applyEnvOverrides(interpolated, env);
   const tracingProblem = applyTracingEnv(interpolated, env);
   if (tracingProblem) throw new ConfigError([tracingProblem]);
-  const result = configSchema.safeParse(interpolated);
+  let result = configSchema.safeParse(interpolated);
+  if (!result.success && restoreText(interpolated, typed, result.error.issues)) result = configSchema.safeParse(interpolated);
   if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues));
   const cfg = result.data;
   if (cfg.static && options.baseDir && !path.isAbsolute(cfg.static.root)) {
@@ -69,6 +72,23 @@ export function loadConfigFile(file: string, options: LoadOptions): Config {
     throw new ConfigError([`${file}: not valid YAML${at(err)}`]);
   }
   return parseConfig(document, { ...options, baseDir: path.dirname(path.resolve(file)) });
+}
+
+/**
+ * A placeholder typed by its text (`${X}` with X=123) where the schema wants a string (a
+ * client secret, an API key) goes back to being that text. True if any did.
+ */
+function restoreText(doc: unknown, typed: readonly TypedPlaceholder[], issues: readonly z.core.$ZodIssue[]): boolean {
+  let restored = false;
+  for (const issue of issues) {
+    if (issue.code !== 'invalid_type' || issue.expected !== 'string') continue;
+    const placeholder = typed.find((t) => t.path.length === issue.path.length && t.path.every((k, i) => k === issue.path[i]));
+    if (placeholder === undefined) continue;
+    const parent = placeholder.path.slice(0, -1).reduce<unknown>((node, key) => (node as Record<string | number, unknown>)[key], doc);
+    (parent as Record<string | number, unknown>)[placeholder.path[placeholder.path.length - 1] as string | number] = placeholder.text;
+    restored = true;
+  }
+  return restored;
 }
 
 /** ` (line L, column C)` of a parser error or warning, without its message. */

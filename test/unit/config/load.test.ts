@@ -281,6 +281,43 @@ describe('typed placeholders', () => {
       name: 'x8080',
     });
   });
+  // Fails if, in src/config/load.ts, `if (!result.success && restoreText(...)) result = ...` is
+  // removed: `clientSecret: ${X}` with X all digits is refused "expected string, received number".
+  it('keeps a placeholder that spells a number or boolean a string where the schema wants a string', () => {
+    const digits = '123456789012345678901234567890123456';
+    const cfg = parseConfig(
+      minimal({
+        server: { publicUrl: 'https://app.example.com', port: '${PORT_NUMBER}', trustProxy: '${TRUST}' },
+        oidc: { issuer: 'https://idp.example.com', clientId: '${CLIENT_ID}', clientSecret: '${CLIENT_SECRET}', extraAuthParams: { flag: '${FLAG}' } },
+        session: { secrets: ['${SESSION_SECRET}'], encryptionKeys: [KEY] },
+        redis: { url: 'redis://127.0.0.1:6379', password: '${REDIS_PASSWORD}' },
+        routes: [{ path: '/legacy', target: 'https://up.example.com', auth: 'apiKey', apiKey: { header: 'x-api-key', value: '${API_KEY}' }, stripPrefix: '${STRIP}' }],
+      }),
+      {
+        env: {
+          PORT_NUMBER: '8080', TRUST: '2', CLIENT_ID: '0042', CLIENT_SECRET: '98765432109876543210', FLAG: 'true',
+          SESSION_SECRET: digits, REDIS_PASSWORD: '-12', API_KEY: '31415926535', STRIP: 'true',
+        },
+      },
+    );
+    expect(cfg.oidc.clientId).toBe('0042');
+    expect(cfg.oidc.clientSecret).toBe('98765432109876543210');
+    expect(cfg.oidc.extraAuthParams).toEqual({ flag: 'true' });
+    expect(cfg.session.secrets).toEqual([digits]);
+    expect(cfg.redis.password).toBe('-12');
+    expect(cfg.routes[0]?.apiKey?.value).toBe('31415926535');
+    // Where the schema wants a number or boolean, the placeholder still takes that type.
+    expect(cfg.server.port).toBe(8080);
+    expect(cfg.server.trustProxy).toBe(2);
+    expect(cfg.routes[0]?.stripPrefix).toBe(true);
+    // A literal number is still not a string, and a placeholder that spells no number is still no port.
+    expect(problems(minimal({ oidc: { issuer: 'https://idp.example.com', clientId: 42, clientSecret: 'x' } }))).toEqual([
+      expect.stringMatching(/^oidc\.clientId: /),
+    ]);
+    expect(problems(minimal({ server: { publicUrl: 'https://app.example.com', port: '${P}' } }), { P: 'eighty' })).toEqual([
+      expect.stringMatching(/^server\.port: /),
+    ]);
+  });
   it('keeps secrets that look numeric as strings when they are part of a longer value', () => {
     expect(interpolate({ s: 'k-${N}' }, { N: '123' }, [])).toEqual({ s: 'k-123' });
   });
