@@ -295,6 +295,11 @@ export const configSchema = z
     if (redisModes.length !== 1) {
       issue(['redis'], 'must set exactly one of url, cluster or sentinel');
     }
+    // Both listen on server.host: the second would fail with "address already in use". (0 is
+    // any free port, a different one each.)
+    if (cfg.server.metricsPort !== undefined && cfg.server.metricsPort !== 0 && cfg.server.metricsPort === cfg.server.port) {
+      issue(['server', 'metricsPort'], 'must differ from server.port (PORT overrides server.port)');
+    }
     if (cfg.session.absoluteTimeoutSeconds < cfg.session.idleTimeoutSeconds) {
       issue(['session', 'absoluteTimeoutSeconds'], 'must be at least session.idleTimeoutSeconds');
     }

@@ -205,6 +205,17 @@ describe('config loading', () => {
     ]);
   });
 
+  // Fails if, in src/config/schema.ts, `cfg.server.metricsPort === cfg.server.port` becomes `false`.
+  it('refuses server.metricsPort equal to server.port (or to PORT), which would fail at startup as "already in use"', () => {
+    const server = (extra: object) => minimal({ server: { publicUrl: 'https://app.example.com', ...extra } });
+    const line = 'server.metricsPort: must differ from server.port (PORT overrides server.port)';
+    expect(problems(server({ port: 9464, metricsPort: 9464 }))).toEqual([line]);
+    expect(problems(server({ metricsPort: 3000 }))).toEqual([line]);
+    expect(problems(server({ metricsPort: 8088 }), { PORT: '8088' })).toEqual([line]);
+    expect(problems(server({ port: 8080, metricsPort: 9464 }))).toEqual([]);
+    expect(problems(server({ port: 0, metricsPort: 0 }))).toEqual([]);
+  });
+
   it('takes server.workers as a count or auto, and refuses more than one with the demo (dev:)', () => {
     expect(parseConfig(minimal({ server: { publicUrl: 'https://app.example.com', workers: 'auto' } }), { env: {} }).server.workers).toBe('auto');
     expect(parseConfig(minimal(), { env: {} }).server.workers).toBe(1);
