@@ -20,6 +20,10 @@
  * As with ioredis's timer, a failed command stays in the queue until Redis answers it or the
  * connection closes; its late answer is dropped. A connection that closes takes its queue with
  * it (ioredis fails what was in flight), and the next one starts a new queue.
+ *
+ * This rests on the client options of redis/client.ts: `maxRetriesPerRequest: 0` and no
+ * `reconnectOnError`, so no command is ever sent again onto a new connection behind commands
+ * sent after it (which would break the labels' order along the queue).
  */
 import type { Redis } from 'ioredis';
 
