@@ -52,13 +52,19 @@ async function servedFile(root: string, requestPath: string): Promise<string | u
   return info.isDirectory() ? path.join(file, 'index.html') : file;
 }
 
-/** Is this file's real path inside the root's real path? (A missing file is: nothing to leak.) */
+/**
+ * Is this file's real path inside the root's real path? (A missing file is: nothing to leak.)
+ * The root's real path is kept, and resolved again before a file is refused: a root that is
+ * itself a link (a release directory re-pointed by a deploy) moves without a restart.
+ */
 function insideRoot(root: string): (file: string) => Promise<boolean> {
   let realRoot: string | undefined;
+  const under = (real: string, base: string) => real === base || real.startsWith(base.endsWith(path.sep) ? base : base + path.sep);
   return async (file) => {
-    realRoot ??= await realpath(root).catch(() => undefined);
-    if (realRoot === undefined) return true;
     const real = await realpath(file).catch(() => undefined);
-    return real === undefined || real === realRoot || real.startsWith(realRoot.endsWith(path.sep) ? realRoot : realRoot + path.sep);
+    if (real === undefined) return true;
+    if (realRoot !== undefined && under(real, realRoot)) return true;
+    realRoot = await realpath(root).catch(() => undefined);
+    return realRoot === undefined || under(real, realRoot);
   };
 }

@@ -7,7 +7,7 @@
  * Fails if, in src/http/static.ts, `if (file !== undefined && !(await within(file))) return next();`
  * is removed: the linked files outside the root are served.
  */
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BrowserClient } from '../../support/browser-client.js';
@@ -22,6 +22,9 @@ let gateways: TestGateway[] = [];
 let tmp: string;
 let gw: TestGateway;
 let linkedIndexGw: TestGateway;
+/** A root that is a link to a release directory, re-pointed by a deploy while the gateway runs. */
+let releaseGw: TestGateway;
+let current: string;
 
 async function gatewayOn(root: string): Promise<TestGateway> {
   const reserved = await reserveServer();
@@ -52,8 +55,17 @@ beforeAll(async () => {
 
   // No sign-in here: the provider is only discovered.
   provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
+  for (const release of ['v1', 'v2']) {
+    mkdirSync(path.join(tmp, release));
+    writeFileSync(path.join(tmp, release, 'index.html'), `<title>${release}</title>`);
+    writeFileSync(path.join(tmp, release, 'app.js'), `"${release}"`);
+  }
+  current = path.join(tmp, 'current');
+  symlinkSync(path.join(tmp, 'v1'), current, 'dir');
+
   gw = await gatewayOn(root);
   linkedIndexGw = await gatewayOn(linkedRoot);
+  releaseGw = await gatewayOn(current);
 });
 
 afterAll(async () => {
@@ -98,5 +110,18 @@ describe('static files and symlinks', () => {
       expect(res.status).toBe(404);
       expect(res.body).not.toContain(OUTSIDE);
     }
+  });
+
+  // Fails if, in static.ts insideRoot, the root is resolved once and never again
+  // (`realRoot = await realpath(root)...` → `realRoot ??= await realpath(root)...`): every file
+  // of the new release lies outside the old one's real path, and the site answered 404.
+  it('follows a root that is itself a link when a deploy re-points it', async () => {
+    expect(await get(releaseGw.url, '/app.js')).toEqual({ status: 200, body: '"v1"' });
+    // The deploy's atomic swap: a new link renamed over the old one.
+    symlinkSync(path.join(tmp, 'v2'), `${current}.next`, 'dir');
+    renameSync(`${current}.next`, current);
+    expect(await get(releaseGw.url, '/app.js')).toEqual({ status: 200, body: '"v2"' });
+    expect(await get(releaseGw.url, '/', 'text/html')).toEqual({ status: 200, body: '<title>v2</title>' });
+    expect(await get(releaseGw.url, '/client/route', 'text/html')).toEqual({ status: 200, body: '<title>v2</title>' });
   });
 });
