@@ -11,9 +11,14 @@ import { enforceCommandDeadlines, type CommandDeadlines } from './deadlines.js';
 
 export type RedisClient = Redis | Cluster;
 
-function hostPort(node: string): { host: string; port: number } {
+/** Redis's and Sentinel's own ports: what a node written without one listens on. */
+export const REDIS_PORT = 6379;
+export const SENTINEL_PORT = 26379;
+
+/** A node (`host[:port]` or a redis(s):// URL, as schema.ts allows) as ioredis takes it. */
+export function hostPort(node: string, defaultPort = REDIS_PORT): { host: string; port: number } {
   const url = new URL(node.includes('://') ? node : `redis://${node}`);
-  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) };
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || defaultPort) };
 }
 
 /**
@@ -61,14 +66,14 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
       clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
     };
-    client = new Cluster(cfg.cluster.nodes.map(hostPort), clusterOptions);
+    client = new Cluster(cfg.cluster.nodes.map((node) => hostPort(node)), clusterOptions);
   } else if (cfg.sentinel) {
     // rediss:// sentinels: TLS to the sentinels and to the master they name.
     const tls = cfg.sentinel.nodes.some(isTls);
     client = new Redis({
       ...common,
       ...(tls ? { sentinelTLS: {}, tls: {}, enableTLSForSentinelMode: true } : {}),
-      sentinels: cfg.sentinel.nodes.map(hostPort),
+      sentinels: cfg.sentinel.nodes.map((node) => hostPort(node, SENTINEL_PORT)),
       name: cfg.sentinel.name,
       // A master that hangs or is cut off keeps its connections open: nothing would make this
       // client (nor the bus's subscriber, its duplicate) leave it after Sentinel promoted
