@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { parseConfig, type Config } from '../../src/config/load.js';
+import { ConfigError, parseConfig, type Config } from '../../src/config/load.js';
 import type { ConfigInput } from '../../src/config/schema.js';
 import { redisUrlForTests } from './redis-server.js';
 
@@ -61,4 +61,15 @@ export function buildTestConfig(input: TestConfigInput): Config {
     },
     { env: {} },
   );
+}
+
+/** The problem lines parseConfig refuses `doc` with (ConfigError), or none. */
+export function configProblems(doc: unknown, env: Record<string, string> = {}): string[] {
+  try {
+    parseConfig(doc, { env });
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
 }

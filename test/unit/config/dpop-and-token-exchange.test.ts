@@ -6,7 +6,8 @@
  * `cfg.oidc.dpop` alone: a per-route `dpop: true` no longer gives sessions a key.
  */
 import { randomBytes } from 'node:crypto';
-import { ConfigError, parseConfig } from '../../../src/config/load.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 import { routeMatcher } from '../../support/routes.js';
 import { providerAcceptsDpop } from '../../../src/oidc/dpop.js';
 
@@ -20,15 +21,7 @@ function doc(routes: unknown[], oidc: Record<string, unknown> = {}) {
   };
 }
 
-function problems(value: unknown): string[] {
-  try {
-    parseConfig(value, { env: {} });
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (value: unknown): string[] => configProblems(value);
 
 const route = (extra: Record<string, unknown>) => ({ path: '/api', target: 'https://api.internal', auth: 'user', ...extra });
 

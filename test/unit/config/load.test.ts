@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfigFile, parseConfig } from '../../../src/config/load.js';
+import { loadConfigFile, parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 import { interpolate } from '../../../src/config/interpolate.js';
 
 const KEY = randomBytes(32).toString('base64');
@@ -18,15 +19,7 @@ function minimal(overrides: Record<string, unknown> = {}) {
   };
 }
 
-function problems(doc: unknown, env: Record<string, string> = {}): string[] {
-  try {
-    parseConfig(doc, { env });
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (doc: unknown, env: Record<string, string> = {}): string[] => configProblems(doc, env);
 
 describe('config loading', () => {
   it('accepts a minimal production config and fills the SPEC defaults', () => {

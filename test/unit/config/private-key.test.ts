@@ -7,27 +7,17 @@
  * becomes `return undefined;` (a P-384 key passes).
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { ConfigError, parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 
 const KEY = randomBytes(32).toString('base64');
 const SECRET = randomBytes(30).toString('base64');
 
-function problems(privateKey: string): string[] {
-  try {
-    parseConfig(
-      {
-        server: { publicUrl: 'https://app.example.com' },
-        oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientAuthMethod: 'private_key_jwt', privateKey },
-        session: { secrets: [SECRET], encryptionKeys: [KEY] },
-      },
-      { env: {} },
-    );
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (privateKey: string): string[] =>
+  configProblems({
+    server: { publicUrl: 'https://app.example.com' },
+    oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientAuthMethod: 'private_key_jwt', privateKey },
+    session: { secrets: [SECRET], encryptionKeys: [KEY] },
+  });
 
 const pkcs8 = (k: ReturnType<typeof generateKeyPairSync>['privateKey']) => k.export({ format: 'pem', type: 'pkcs8' }) as string;
 const rsa = (bits: number) => generateKeyPairSync('rsa', { modulusLength: bits }).privateKey;

@@ -7,7 +7,8 @@
  * `riskySettings` return `[]` (every warning test fails).
  */
 import { randomBytes } from 'node:crypto';
-import { ConfigError, loadConfigFile, parseConfig } from '../../../src/config/load.js';
+import { loadConfigFile, parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 
 const DEMO_SESSION_SECRET = 'demo-session-secret-not-for-production-use';
 const DEMO_KEY = 'ZGVtby1vbmx5LWtleS1ub3QtZm9yLXByb2R1Y3Rpb24=';
@@ -27,15 +28,7 @@ function doc(overrides: { server?: object; oidc?: object; session?: object; redi
   };
 }
 
-function problems(document: unknown): string[] {
-  try {
-    parseConfig(document, { env: {} });
-    return [];
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-}
+const problems = (document: unknown): string[] => configProblems(document);
 
 const warnings = (document: unknown) => parseConfig(document, { env: {} }).derived.warnings;
 

@@ -7,7 +7,8 @@
  * `if (route.stepUp && route.auth !== 'user') issue(['routes', i, 'stepUp'], 'needs auth: user (a signed-in session to judge)');`.
  */
 import { randomBytes } from 'node:crypto';
-import { ConfigError, parseConfig } from '../../../src/config/load.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 
 const minimal = (overrides: Record<string, unknown> = {}) => ({
   server: { publicUrl: 'https://app.example.com' },
@@ -17,15 +18,7 @@ const minimal = (overrides: Record<string, unknown> = {}) => ({
   ...overrides,
 });
 
-function problems(doc: unknown): string[] {
-  try {
-    parseConfig(doc, { env: {} });
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (doc: unknown): string[] => configProblems(doc);
 
 describe('step-up and PAR configuration', () => {
   it('defaults pushedAuthorizationRequests to auto and accepts a route stepUp', () => {

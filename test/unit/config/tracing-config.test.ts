@@ -7,7 +7,8 @@
  * (`url.pathname = url.pathname`): "appends /v1/traces to OTEL_EXPORTER_OTLP_ENDPOINT" fails.
  */
 import { randomBytes } from 'node:crypto';
-import { ConfigError, parseConfig } from '../../../src/config/load.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 import { tracingEndpointFromEnv } from '../../../src/config/otel-env.js';
 
 const minimal = (observability?: unknown) => ({
@@ -20,15 +21,7 @@ const minimal = (observability?: unknown) => ({
 
 const tracingOf = (observability?: unknown, env: Record<string, string> = {}) => parseConfig(minimal(observability), { env }).observability.tracing;
 
-function problems(observability: unknown, env: Record<string, string> = {}): string[] {
-  try {
-    parseConfig(minimal(observability), { env });
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (observability: unknown, env: Record<string, string> = {}): string[] => configProblems(minimal(observability), env);
 
 describe('observability.tracing', () => {
   it('is off by default, with the documented defaults', () => {

@@ -7,27 +7,17 @@
  * `if (cidr.prefix === 0) return ...` is removed (0.0.0.0/0 then passes).
  */
 import { randomBytes } from 'node:crypto';
-import { ConfigError, parseConfig } from '../../../src/config/load.js';
+import { configProblems } from '../../support/config.js';
 
 const KEY = randomBytes(32).toString('base64');
 const SECRET = randomBytes(30).toString('base64');
 
-function problems(trustProxy: unknown): string[] {
-  try {
-    parseConfig(
-      {
-        server: { publicUrl: 'https://app.example.com', trustProxy },
-        oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: 'top-secret-value' },
-        session: { secrets: [SECRET], encryptionKeys: [KEY] },
-      },
-      { env: {} },
-    );
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = (trustProxy: unknown): string[] =>
+  configProblems({
+    server: { publicUrl: 'https://app.example.com', trustProxy },
+    oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: 'top-secret-value' },
+    session: { secrets: [SECRET], encryptionKeys: [KEY] },
+  });
 
 describe('server.trustProxy ranges', () => {
   it('refuses a /0 range, IPv4 or IPv6 (::/0 takes in IPv4 peers too), naming the entry by index', () => {
