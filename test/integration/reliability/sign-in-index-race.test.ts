@@ -60,21 +60,39 @@ afterAll(async () => {
 const listOn = async (gw: TestGateway, client: BrowserClient) => (await client.get(`${gw.url}/auth/sessions`, { headers: csrf })).json<unknown[]>();
 
 /**
+ * The user signed in on a laptop through gateway B; a phone's sign-in through gateway A is at its
+ * callback, held on the wire at the record write (registered, record not yet saved).
+ */
+async function phoneSignInHeldAtRecordWrite() {
+  const laptop = new BrowserClient();
+  await signIn(laptop, gwB.url);
+  expect(await listOn(gwB, laptop)).toHaveLength(1);
+  const phone = new BrowserClient();
+  const { authorizeUrl } = await startLogin(phone, gwA.url);
+  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
+  const held = stall.holdAt(RECORD_WRITE);
+  return { laptop, phone, held, callback: phone.get(callbackUrl) };
+}
+
+/** Both sessions are listed, and one back-channel logout by sub ends both. */
+async function expectBothListedAndEndedBySub(laptop: BrowserClient, phone: BrowserClient): Promise<void> {
+  expect(await listOn(gwB, laptop)).toHaveLength(2);
+  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+    form: { logout_token: await provider.signLogoutToken({ sub: 'alice' }) },
+  });
+  expect(logout.status).toBe(200);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  expect((await laptop.get(`${gwB.url}/auth/user`, { headers: csrf })).status).toBe(401);
+}
+
+/**
  * The prune lands before the callback's second register. Since the index's pending form no
  * one-line change fails this case alone: it fails if, in session/registry.ts list(),
  * `if (entry.saved)` is dropped from the prune AND the callback's second register
  * (`registry.register(sessionDigest, auth, 'saved')`) is removed.
  */
 it("a sign-in whose index entry another browser's /auth/sessions found without a record is still listed and ended by sub", async () => {
-  const laptop = new BrowserClient();
-  await signIn(laptop, gwB.url);
-  expect(await listOn(gwB, laptop)).toHaveLength(1);
-
-  const phone = new BrowserClient();
-  const { authorizeUrl } = await startLogin(phone, gwA.url);
-  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
-  const held = stall.holdAt(RECORD_WRITE);
-  const callback = phone.get(callbackUrl);
+  const { laptop, phone, held, callback } = await phoneSignInHeldAtRecordWrite();
   try {
     // Registered, record not yet written: the listing skips the new entry.
     await held;
@@ -85,13 +103,7 @@ it("a sign-in whose index entry another browser's /auth/sessions found without a
   expect((await callback).status).toBe(302);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
 
-  expect(await listOn(gwB, laptop)).toHaveLength(2);
-  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
-    form: { logout_token: await provider.signLogoutToken({ sub: 'alice' }) },
-  });
-  expect(logout.status).toBe(200);
-  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
-  expect((await laptop.get(`${gwB.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  await expectBothListedAndEndedBySub(laptop, phone);
 });
 
 /**
@@ -105,15 +117,7 @@ it("a sign-in whose index entry another browser's /auth/sessions found without a
  * without a record.)
  */
 it("a sign-in whose index entry another browser's /auth/sessions read before the save and prunes after the callback answered is still listed and ended by sub", async () => {
-  const laptop = new BrowserClient();
-  await signIn(laptop, gwB.url);
-  expect(await listOn(gwB, laptop)).toHaveLength(1);
-
-  const phone = new BrowserClient();
-  const { authorizeUrl } = await startLogin(phone, gwA.url);
-  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
-  const held = stall.holdAt(RECORD_WRITE);
-  const callback = phone.get(callbackUrl);
+  const { laptop, phone, held, callback } = await phoneSignInHeldAtRecordWrite();
   let listing: Promise<unknown[]> | undefined;
   try {
     await held;
@@ -131,11 +135,5 @@ it("a sign-in whose index entry another browser's /auth/sessions read before the
   expect(await listing).toHaveLength(1);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
 
-  expect(await listOn(gwB, laptop)).toHaveLength(2);
-  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
-    form: { logout_token: await provider.signLogoutToken({ sub: 'alice' }) },
-  });
-  expect(logout.status).toBe(200);
-  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
-  expect((await laptop.get(`${gwB.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  await expectBothListedAndEndedBySub(laptop, phone);
 });
