@@ -62,6 +62,24 @@ function refuse(socket: Socket, error: GatewayError): void {
   );
 }
 
+/**
+ * RFC 6455 §4.1: a GET, HTTP/1.1 or later, asking for `websocket`, with no body. Node hands every
+ * `Connection: Upgrade` request to the upgrade listener, whatever its method or protocol; the
+ * tunnel would have made a WebSocket handshake of an `h2c` upgrade or a POST, and passed a body's
+ * framing headers upstream with its bytes arriving as tunnel data after the 101.
+ */
+function isWebSocketHandshake(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return (
+    req.method === 'GET' &&
+    req.httpVersionMajor === 1 &&
+    req.httpVersionMinor >= 1 &&
+    req.headers.upgrade?.toLowerCase() === 'websocket' &&
+    req.headers['transfer-encoding'] === undefined &&
+    (length === undefined || length === '0')
+  );
+}
+
 export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHandler; close(): void } {
   const { config, logger, metrics } = deps;
   const open = new Set<Socket>();
@@ -89,6 +107,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     const route = deps.match(q === -1 ? target : target.slice(0, q));
     if (route !== undefined && 'refused' in route) throw refusedPath(route);
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
+    if (!isWebSocketHandshake(req)) throw new GatewayError('invalid_request', { description: 'This is not a WebSocket handshake.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
     // The client left while its session was read: its 'close' has been and gone, so a hold

@@ -8,7 +8,7 @@ import http from 'node:http';
 import net, { type Socket } from 'node:net';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { rawUpgrade } from '../../support/raw-http.js';
+import { rawExchange, rawUpgrade } from '../../support/raw-http.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
@@ -66,6 +66,34 @@ const upgrade = (target: string, headers: Record<string, string> = {}) =>
   rawUpgrade(stack.gateway.url, target, { origin: stack.config.derived.publicOrigin, cookie: `${stack.config.derived.sessionCookieName}=${cookie}`, ...headers });
 
 describe('WebSocket upgrades', () => {
+  // Fails if, in http/websocket.ts upgrade, `if (!isWebSocketHandshake(req)) throw ...` is
+  // removed: the tunnel made a WebSocket handshake of each, passing a body's framing headers
+  // upstream and its bytes after the 101 as tunnel data.
+  it.each<[string, { method?: string; headers?: Record<string, string>; body?: string }]>([
+    ['announces a body (Content-Length)', { body: 'GET /live/admin HTTP/1.1\r\n\r\n' }],
+    ['announces a chunked body', { headers: { 'transfer-encoding': 'chunked' }, body: '5\r\nhello\r\n0\r\n\r\n' }],
+    ['is a POST', { method: 'POST' }],
+    ['asks for another protocol (h2c)', { headers: { upgrade: 'h2c' } }],
+  ])('refuses an upgrade that %s with 400 invalid_request, upstream never contacted', async (_name, request) => {
+    const res = await rawExchange(stack.gateway.url, {
+      target: '/live/echo',
+      method: request.method ?? 'GET',
+      upgrade: true,
+      headers: {
+        upgrade: 'websocket',
+        connection: 'Upgrade',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        'sec-websocket-version': '13',
+        origin: stack.config.derived.publicOrigin,
+        cookie: `${stack.config.derived.sessionCookieName}=${cookie}`,
+        ...request.headers,
+      },
+      ...(request.body !== undefined ? { body: request.body } : {}),
+    });
+    expectErrorBody(res, 'invalid_request', 400);
+    expect(live.wsConnections).toHaveLength(0);
+  });
+
   it.each(['/live/../internal/keys', '/live/%2e%2e/internal/keys', '/live/.%2E/internal/keys', '/live/..;/internal/keys', '/live//internal/keys', '/live/%252e%252e/internal/keys'])(
     'refuses the traversal %s with 400 invalid_request, upstream never contacted',
     async (target) => {
