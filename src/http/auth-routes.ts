@@ -19,6 +19,7 @@ import type { SessionRegistry } from '../session/registry.js';
 import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
+import { createLoginBounce } from './login-bounce.js';
 import { parseLoginQuery } from './login-params.js';
 import { queryParam } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
@@ -91,6 +92,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const revoke = createRevoker(provider, logger);
   const router = Router();
   const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
+  const bounceCrossSite = createLoginBounce(config);
   let lastCapLog = -Infinity;
   const userResources = [
     ...new Set(config.routes.filter((r) => r.resource && (r.auth === 'user' || r.auth === 'user-optional')).map((r) => r.resource as string)),
@@ -100,6 +102,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const query = parseLoginQuery(req.query as Record<string, unknown>);
     const returnTo = query.returnTo ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
+    // Noted now, ended at the callback: see LoginTransaction.previousSession.
+    const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
+    // A start from another site comes without the Strict cookie: once more from our own page.
+    if (bounceCrossSite(req, res, query, previousSession !== undefined)) return;
     await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
     await admitLogin();
     // RFC 9449 §10: a fresh key per sign-in, sealed into the transaction until the callback.
@@ -113,8 +119,6 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       dpopKey && jwkThumbprint(dpopKey),
     );
     const asked = askedOf(query.params);
-    // Noted now, ended at the callback: see LoginTransaction.previousSession.
-    const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
     const binding = randomBytes(32).toString('base64url');
     await withStore(() =>
       transactions.save({

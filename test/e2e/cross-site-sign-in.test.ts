@@ -1,0 +1,150 @@
+/**
+ * A sign-in started from another site ends the session the browser already holds, as one
+ * started from the SPA does (README, "Sign-in while signed in"), in Debian's Chromium with the
+ * default SameSite=Strict session cookie. The demo (config/default.yaml) is on
+ * http://localhost:P; the other site is a plain page on http://127.0.0.1:Q, a different site,
+ * whose link (or script) navigates to the gateway's /auth/login. That navigation, and the
+ * provider's redirect back to the callback, come without the Strict cookie; the gateway
+ * answers the first with a page of its own that asks for the same URL again, same-origin.
+ *
+ * Fails if, in src/http/login-bounce.ts, `if (!strict || sessionCookieSent || guarded) return false;`
+ * becomes `if (true) return false;` (no bounce): every follow then leaves the previous session
+ * alive, GET /auth/sessions lists three, and the first cookie still gets 200 from /auth/user.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { browserSuite, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
+import { withTimeout } from '../support/wait.js';
+
+const run = browserSuite('test/e2e/cross-site-sign-in.test.ts');
+
+let demo: RunningDemo;
+let browser: Browser | undefined;
+let context: BrowserContext | undefined;
+let otherSite: Server | undefined;
+let otherUrl: string;
+
+/** The other site: a link to the gateway's /auth/login and, at /go, the same by `location.href`. */
+function startOtherSite(gatewayUrl: string): Promise<Server> {
+  const loginUrl = `${gatewayUrl}/auth/login?returnTo=/x`;
+  const server = createServer((req, res) => {
+    res.setHeader('content-type', 'text/html; charset=utf-8');
+    const script = req.url === '/go' ? `<script>location.href = ${JSON.stringify(loginUrl)};</script>` : '';
+    res.end(`<!doctype html><title>elsewhere</title><a id="go" href="${loginUrl}">Sign in there</a>${script}`);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+async function sessionCookie(): Promise<string> {
+  const cookies = await withTimeout((context as BrowserContext).cookies(demo.url), WAIT_MS, 'the context cookies');
+  const cookie = cookies.find((c) => c.name === demo.config.derived.sessionCookieName);
+  if (!cookie) throw new Error('no session cookie');
+  return `${cookie.name}=${cookie.value}`;
+}
+
+/** The gateway answered with this session cookie only (Node's fetch, no browser). */
+function withCookie(path: string, cookie: string): Promise<Response> {
+  return fetch(`${demo.url}${path}`, { headers: { cookie, 'x-csrf': '1', accept: 'application/json' } });
+}
+
+async function signInFromSpa(page: Page): Promise<void> {
+  await page.goto(`${demo.url}/`);
+  await page.getByTestId('sign-in').click();
+  await page.waitForURL((url) => url.origin === demo.idpUrl);
+  await page.locator('input[name="login"]').fill('alice');
+  await page.locator('input[name="password"]').fill('alice-password');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.getByTestId('signed-in').waitFor({ state: 'visible' });
+}
+
+/** Through the provider (which may remember the user and skip its pages) back to /x. */
+async function throughProvider(page: Page): Promise<void> {
+  const back = page.waitForURL((url) => url.origin === demo.url && url.pathname === '/x', { waitUntil: 'commit', timeout: 3 * WAIT_MS });
+  for (let step = 0; step < 3; step += 1) {
+    const login = page.locator('input[name="login"]');
+    const approve = page.getByRole('button', { name: 'Approve' });
+    const next = await Promise.race([back.then(() => 'back' as const), firstVisible({ login, approve })]);
+    if (next === 'back') break;
+    if (next === 'login') {
+      await login.fill('alice');
+      await page.locator('input[name="password"]').fill('alice-password');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+    } else {
+      await approve.click();
+    }
+  }
+  await back;
+}
+
+run('a sign-in started from another site (Chromium)', () => {
+  beforeAll(async () => {
+    demo = await startDemoOnFreePorts();
+    otherSite = await startOtherSite(demo.url);
+    otherUrl = `http://127.0.0.1:${(otherSite.address() as AddressInfo).port}`;
+    browser = await launchChromium();
+  }, 45_000);
+
+  afterAll(async () => {
+    await withTimeout(context?.close().catch(() => undefined) ?? Promise.resolve(), 5_000, 'closing the context', { fallback: undefined });
+    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await new Promise((resolve) => (otherSite ? otherSite.close(resolve) : resolve(undefined)));
+    await demo?.stop();
+  }, 40_000);
+
+  it('ends the previous session each time, though the session cookie is SameSite=Strict', async () => {
+    if (!browser) throw new Error('no browser');
+    context = await withTimeout(browser.newContext(), WAIT_MS, 'a new browser context');
+    context.setDefaultTimeout(WAIT_MS);
+    context.setDefaultNavigationTimeout(WAIT_MS);
+    const page = await context.newPage();
+    // What each GET /auth/login carried (allHeaders: headers() leaves the cookie out).
+    const logins: Promise<{ site: string | undefined; cookie: boolean }>[] = [];
+    page.on('request', (request) => {
+      const url = new URL(request.url());
+      if (url.origin !== demo.url || url.pathname !== '/auth/login') return;
+      logins.push(
+        request.allHeaders().then((headers) => ({
+          site: headers['sec-fetch-site'],
+          cookie: (headers.cookie ?? '').includes(`${demo.config.derived.sessionCookieName}=`),
+        })),
+      );
+    });
+
+    await signInFromSpa(page);
+    const first = await sessionCookie();
+    expect((await withCookie('/auth/user', first)).status).toBe(200);
+
+    // Followed twice: once a link, once a script.
+    await page.goto(`${otherUrl}/`);
+    await page.locator('#go').click();
+    await throughProvider(page);
+    const second = await sessionCookie();
+    await page.goto(`${otherUrl}/go`, { waitUntil: 'commit' });
+    await throughProvider(page);
+    const third = await sessionCookie();
+    expect(new Set([first, second, third]).size).toBe(3);
+
+    const sessions = (await (await withCookie('/auth/sessions', third)).json()) as { current: boolean }[];
+    expect(sessions).toHaveLength(1);
+    expect(sessions[0]?.current).toBe(true);
+    expect((await withCookie('/auth/user', first)).status).toBe(401);
+    expect((await withCookie('/auth/user', second)).status).toBe(401);
+    expect((await withCookie('/auth/user', third)).status).toBe(200);
+
+    // The SPA's own sign-in (same-origin, with the cookie) went straight on; each start from the
+    // other site came without the cookie and went round once, same-origin, with it.
+    const [, ...fromOtherSite] = await Promise.all(logins);
+    expect(fromOtherSite).toEqual([
+      { site: 'cross-site', cookie: false },
+      { site: 'same-origin', cookie: true },
+      { site: 'cross-site', cookie: false },
+      { site: 'same-origin', cookie: true },
+    ]);
+  }, 12 * WAIT_MS);
+});

@@ -1,0 +1,110 @@
+/**
+ * GET /auth/login reached by a cross-site navigation without the (SameSite=Strict) session
+ * cookie goes round once through a page of the gateway's own (src/http/login-bounce.ts; the
+ * browser side is test/e2e/cross-site-sign-in.test.ts). What that page is, and that every check
+ * of /auth/login still applies exactly once: parameters refused on the first arrival, the rate
+ * limit and the transaction only on the real start.
+ *
+ * Fails if, in src/http/login-bounce.ts, `if (!strict || sessionCookieSent || guarded) return false;`
+ * becomes `if (true) return false;` (no bounce: the first arrival is a 302 to the provider);
+ * and the last test fails if `|| guarded` is dropped from it (the refresh, called cross-site
+ * again, is sent round forever).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { createTestClock, type TestGateway } from '../../support/gateway.js';
+import { startStack, type Stack } from '../../support/stack.js';
+import { expectErrorBody } from '../../support/assertions.js';
+import { signIn } from '../../support/drive-login.js';
+
+const LIMIT = 6;
+// Set to one second into a fresh minute: the rate limit's one-minute window cannot roll over.
+const clock = createTestClock();
+let stack: Stack;
+let gw: TestGateway;
+
+beforeAll(async () => {
+  clock.advance(60 - ((clock.now() / 1000) % 60) + 1);
+  stack = await startStack({ clock, config: { rateLimit: { loginPerMinute: LIMIT } } });
+  gw = stack.gateway;
+});
+
+afterAll(() => stack?.close());
+
+/** Sec-Fetch-Site: cross-site, and only the cookies a cross-site navigation carries. */
+const fromOtherSite = { crossSite: true } as const;
+const guardName = () => `${gw.config.derived.loginCookieName}.bounce`;
+const refreshTarget = (html: string) => /<meta http-equiv="refresh" content="0;url=([^"]*)">/.exec(html)?.[1];
+const unescapeAttribute = (value: string) => value.replace(/&amp;/g, '&');
+const activeLogins = async () => (await gw.runtime.transactions.load()).active;
+
+describe('a sign-in started from another site', () => {
+  it('is answered with a same-origin page that asks for the same sign-in, written from the parsed query', async () => {
+    const client = new BrowserClient();
+    const before = await activeLogins();
+    const res = await client.get(`${gw.url}/auth/login?max_age=0&prompt=login%20login&returnTo=${encodeURIComponent('/a"><b>?q=1&r=2')}`, fromOtherSite);
+
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    // The gateway's own headers (helmet): no inline script, no framing, no referrer.
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'self'");
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(res.headers.get('location')).toBeNull();
+    expect(res.text).not.toContain('<b>');
+    expect(res.text).not.toContain('<script');
+
+    const target = refreshTarget(res.text);
+    expect(target).toBeDefined();
+    // Canonical: a known order, the duplicate prompt dropped, everything percent-encoded.
+    expect(unescapeAttribute(target as string)).toBe('/auth/login?returnTo=%2Fa%22%3E%3Cb%3E%3Fq%3D1%26r%3D2&prompt=login&max_age=0');
+    expect(res.text).toContain(`<a href="${target}">`);
+    // No transaction, no login cookie: only the guard.
+    expect(await activeLogins()).toBe(before);
+    expect(Object.keys(client.cookies(gw.url))).toEqual([guardName()]);
+  });
+
+  it('refuses a bad parameter on the first arrival already', async () => {
+    const client = new BrowserClient();
+    const accept = { ...fromOtherSite, headers: { accept: 'application/json' } };
+    expectErrorBody(await client.get(`${gw.url}/auth/login?returnTo=//evil.example`, accept), 'invalid_return_to', 400);
+    expectErrorBody(await client.get(`${gw.url}/auth/login?returnTo=/x&bounce=1`, accept), 'invalid_request', 400);
+    expect(client.cookies(gw.url)[guardName()]).toBeUndefined();
+  });
+
+  it('is not sent round when the session cookie came, nor for a typed URL or a same-site start', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    // A session cookie set SameSite=Lax by hand: sent cross-site, so nothing to go round for.
+    const session = client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;
+    const lax = new BrowserClient();
+    lax.setCookie(gw.url, gw.config.derived.sessionCookieName, session, { sameSite: 'lax' });
+    expect((await lax.get(`${gw.url}/auth/login`, fromOtherSite)).status).toBe(302);
+    for (const site of ['none', 'same-site', 'same-origin']) {
+      const res = await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { 'sec-fetch-site': site } });
+      expect(res.status).toBe(302);
+    }
+  });
+
+  it('starts on the second arrival, once: the guard is cleared and the rate limit counts it then', async () => {
+    // A fresh window (the tests above started sign-ins of their own).
+    clock.advance(60 - ((clock.now() / 1000) % 60) + 1);
+    // The bounces themselves count for nothing: well past the limit of them...
+    for (let i = 0; i < LIMIT + 2; i++) {
+      const bounced = await new BrowserClient().get(`${gw.url}/auth/login?returnTo=/x`, fromOtherSite);
+      expect(bounced.status).toBe(200);
+    }
+    // ...and the real starts are still all allowed.
+    for (let i = 0; i < LIMIT; i++) {
+      const client = new BrowserClient();
+      const first = await client.get(`${gw.url}/auth/login?returnTo=/x`, fromOtherSite);
+      const target = unescapeAttribute(refreshTarget(first.text) as string);
+      // A browser that calls the refresh cross-site again (withholding the Strict cookie) is not sent round twice.
+      const second = await client.get(new URL(target, gw.url), fromOtherSite);
+      expect(second.status).toBe(302);
+      expect(new URL(second.redirectUrl as string).origin).toBe(new URL(stack.provider.issuer).origin);
+      expect(client.cookies(gw.url)[guardName()]).toBeUndefined();
+    }
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { accept: 'application/json' } }), 'rate_limited', 429);
+  });
+});
