@@ -127,6 +127,8 @@ describe('ambiguous paths', () => {
     '/api/a\\b',
     '/api/%00',
     '/api/a%3Fb',
+    '/api/admin./users',
+    '/api/admin%20',
   ])('refuses %s with 400 invalid_request, upstream never called', async (target) => {
     const res = await send(target);
     expectErrorBody(res, 'invalid_request', 400);
