@@ -19,7 +19,7 @@ import type { SessionRegistry } from '../session/registry.js';
 import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
-import { createLoginBounce } from './login-bounce.js';
+import { bounceGuardName, createLoginBounce } from './login-bounce.js';
 import { parseLoginQuery } from './login-params.js';
 import { queryParam } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
@@ -155,7 +155,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   }
 
   function clearLoginCookiesIfMany(req: Request, res: Response): void {
-    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name));
+    // The bounce's guard is no sign-in in progress: it does not count, nor is it cleared here.
+    const guard = bounceGuardName(config);
+    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name) && name !== guard);
     if (names.length < MAX_LOGIN_COOKIES) return;
     const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
     for (const name of names) res.clearCookie(name, clearOptions);

@@ -26,6 +26,9 @@ import { loginCookieName, loginCookieOptions, readCookies } from './session-cook
  * named by hex digests.
  */
 const GUARD_SUFFIX = 'bounce';
+
+/** The guard's cookie name: a login cookie by name, but no sign-in in progress. */
+export const bounceGuardName = (config: Config): string => loginCookieName(config, GUARD_SUFFIX);
 /** The refresh is immediate; this only outlives a slow page load. */
 const GUARD_TTL_SECONDS = 60;
 
@@ -66,7 +69,7 @@ export type LoginBounce = (req: Request, res: Response, query: LoginQuery, sessi
 
 export function createLoginBounce(config: Config): LoginBounce {
   const strict = config.session.sameSite === 'strict';
-  const guardName = loginCookieName(config, GUARD_SUFFIX);
+  const guardName = bounceGuardName(config);
   const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
   return function bounce(req, res, query, sessionCookieSent) {
     const guarded = readCookies(req)[guardName] !== undefined;

@@ -107,4 +107,19 @@ describe('a sign-in started from another site', () => {
     }
     expectErrorBody(await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { accept: 'application/json' } }), 'rate_limited', 429);
   });
+
+  // Fails if, in auth-routes.ts clearLoginCookiesIfMany, `&& name !== guard` is dropped: the
+  // guard counted as a sixth sign-in in progress, and the four pending ones were cleared.
+  it('does not count its guard among the sign-ins in progress', async () => {
+    clock.advance(60 - ((clock.now() / 1000) % 60) + 1);
+    const client = new BrowserClient();
+    const pending = () => Object.keys(client.cookies(gw.url)).filter((n) => n.startsWith(`${gw.config.derived.loginCookieName}.`) && n !== guardName());
+    for (let i = 0; i < 4; i++) expect((await client.get(`${gw.url}/auth/login?returnTo=/x`)).status).toBe(302);
+    expect(pending()).toHaveLength(4);
+    const first = await client.get(`${gw.url}/auth/login?returnTo=/x`, fromOtherSite);
+    expect(first.status).toBe(200);
+    const second = await client.get(new URL(unescapeAttribute(refreshTarget(first.text) as string), gw.url), fromOtherSite);
+    expect(second.status).toBe(302);
+    expect(pending()).toHaveLength(5);
+  });
 });
