@@ -12,8 +12,7 @@
  *   Tomcat and Jetty read `/admin;x/` as `/admin/` and `..;` as `..`), encoded `/` `\` `?` `#`
  *   (segment or URL delimiters once decoded), `%25` (a second decoding pass turns `%252e` into
  *   `.`), a raw `\` (Windows and IIS read it as `/`), control characters raw or encoded, empty
- *   segments (nginx `merge_slashes` makes `//admin` into `/admin`), malformed escapes, and a
- *   segment ending in `.` or a space (`%20`), which Windows and IIS drop: `/admin.` is `/admin`.
+ *   segments (nginx `merge_slashes` makes `//admin` into `/admin`), malformed escapes.
  * - Anything else stays as sent (other escapes, sub-delims, raw bytes above 0x7F): a decoding
  *   upstream and `decodePath` read them the same way.
  *
@@ -32,10 +31,10 @@ export type PathRefusalReason =
   | 'control_character'
   | 'empty_segment'
   | 'malformed_escape'
-  | 'trailing_dot_or_space'
-  // Not the path's own form but the routes': it names, in another letter case, a more specific
-  // route than the one it matches (proxy/routes.ts).
-  | 'case_ambiguous';
+  // Not the path's own form but the routes': read as a looser upstream reads it (letter case,
+  // trailing dots and spaces), it names a more specific route than the one it matches
+  // (proxy/routes.ts).
+  | 'route_ambiguous';
 
 export interface PathRefusal {
   readonly refused: PathRefusalReason;
@@ -52,7 +51,6 @@ const DOUBLE_ENCODING = refusal('double_encoding');
 const CONTROL_CHARACTER = refusal('control_character');
 const EMPTY_SEGMENT = refusal('empty_segment');
 const MALFORMED_ESCAPE = refusal('malformed_escape');
-const TRAILING_DOT_OR_SPACE = refusal('trailing_dot_or_space');
 
 // What a raw character of the path is, by char code (0-255).
 const PLAIN = 0;
@@ -96,17 +94,6 @@ for (let i = 0; i < 16; i++) {
 const hexValue = (c: number): number => (c < 128 ? (HEX_VALUE[c] as number) : -1);
 const ESCAPE_TEXT = Array.from({ length: 256 }, (_, b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`);
 
-/**
- * The segment ending before `end` ends in ".", "%2E" or "%20" (only looked at where a segment
- * ends: a few characters per path, not one more test per character).
- */
-function endsInDotOrSpace(raw: string, end: number): boolean {
-  const last = raw.charCodeAt(end - 1);
-  if (last === 0x2e) return true;
-  if (end < 4 || raw.charCodeAt(end - 3) !== 0x25 || raw.charCodeAt(end - 2) !== 0x32) return false;
-  return last === 0x30 || last === 0x45 || last === 0x65; // %20, %2E, %2e
-}
-
 /** A segment made of one or two dots only (after decoding), i.e. "." or "..". */
 const isDotSegment = (length: number, dots: number): boolean => length > 0 && length <= 2 && dots === length;
 
@@ -129,7 +116,6 @@ export function canonicalPath(raw: string): string | PathRefusal {
     } else if (kind === SLASH) {
       if (length === 0) return EMPTY_SEGMENT;
       if (isDotSegment(length, dots)) return DOT_SEGMENT;
-      if (endsInDotOrSpace(raw, i)) return TRAILING_DOT_OR_SPACE;
       length = 0;
       dots = 0;
     } else if (kind === DOT) {
@@ -160,7 +146,6 @@ export function canonicalPath(raw: string): string | PathRefusal {
     }
   }
   if (isDotSegment(length, dots)) return DOT_SEGMENT;
-  if (length > 0 && endsInDotOrSpace(raw, n)) return TRAILING_DOT_OR_SPACE;
   return copied === 0 ? raw : out + raw.slice(copied);
 }
 

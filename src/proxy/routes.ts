@@ -9,12 +9,15 @@
  * in the same decoded form. Decoding never produces a "/", so segment boundaries are the same
  * in both forms.
  *
- * Matching is by exact case, but many upstreams route without regard to case (Express, ASP.NET,
- * IIS, koa-router): with routes `/api` and `/api/admin` (scopes, step-up), `/api/ADMIN/users`
- * matches `/api` here and reaches the admin handler there, past the admin route's checks. A
- * path that names a more specific route than its match in another case is refused
- * (`case_ambiguous`), the way canonical-path.ts refuses what neighbours read differently.
- * Only routes with such a route below them, in some case, pay for the check.
+ * Matching is exact, but many upstreams read a path more loosely: without regard to case
+ * (Express, ASP.NET, IIS, koa-router), and without a segment's trailing dots and spaces
+ * (Windows, IIS). With routes `/api` and `/api/admin` (scopes, step-up), `/api/ADMIN/users` or
+ * `/api/admin./users` matches `/api` here and reaches the admin handler there, past the admin
+ * route's checks. A path whose loose reading names a more specific route than its match is
+ * refused (`route_ambiguous`), the way canonical-path.ts refuses what neighbours read
+ * differently; one whose loose reading lands on the same route (`/api/dns/example.com.`,
+ * `/api/search/foo%20`) is served as sent. Only routes with a route below them, in some
+ * reading, pay for the check.
  */
 import type { RouteConfig } from '../config/schema.js';
 import { decodePath, type PathRefusal } from './canonical-path.js';
@@ -26,10 +29,10 @@ export interface CompiledRoute extends RouteConfig {
   upstreamPath(requestPath: string): string;
 }
 
-/** A path that reads as a more specific route to an upstream that ignores letter case. */
-export const CASE_AMBIGUOUS: PathRefusal = Object.freeze({ refused: 'case_ambiguous' });
+/** A path that a looser upstream reads as a more specific route than the gateway matched. */
+export const ROUTE_AMBIGUOUS: PathRefusal = Object.freeze({ refused: 'route_ambiguous' });
 
-/** The route for a canonical path, a refusal (CASE_AMBIGUOUS), or undefined (no route). */
+/** The route for a canonical path, a refusal (ROUTE_AMBIGUOUS), or undefined (no route). */
 export type RouteMatcher = (canonicalPath: string) => CompiledRoute | PathRefusal | undefined;
 
 function segmentCount(path: string): number {
@@ -68,22 +71,26 @@ function under(path: string, prefix: string): boolean {
 }
 
 /**
- * A decoded path as an upstream that ignores case compares it: UTF-8 read as text (decoded
- * paths are byte strings), then full case folding both ways, so that `K` (Kelvin), `ſ` and
- * `ß` meet `k`, `s` and `ss` as well. Folding more than a given upstream does only refuses more.
+ * A decoded path as the loosest upstream reads it: UTF-8 read as text (decoded paths are byte
+ * strings), full case folding both ways, so that `K` (Kelvin), `ſ` and `ß` meet `k`, `s` and
+ * `ss` as well, and each segment's trailing dots and spaces dropped (Win32 names). Reading more
+ * loosely than a given upstream does only refuses more.
  */
-function foldCase(decoded: string): string {
-  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase();
+function looseReading(decoded: string): string {
+  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
 }
 
 /**
- * No letter A-Z and nothing beyond ASCII: the path is its own folded form, and the common
- * lowercase call skips foldCase's allocations (a route with routes below it checks every call).
+ * No letter A-Z, nothing beyond ASCII, no segment ending in a dot or a space: the path is its
+ * own loose reading, and the common call skips looseReading's allocations (a route with routes
+ * below it checks every call).
  */
-function foldsToItself(decoded: string): boolean {
-  for (let i = 0; i < decoded.length; i++) {
+function readsAsItself(decoded: string): boolean {
+  const n = decoded.length;
+  for (let i = 0; i < n; i++) {
     const c = decoded.charCodeAt(i);
     if (c >= 0x80 || (c >= 0x41 && c <= 0x5a)) return false;
+    if ((c === 0x2e || c === 0x20) && (i + 1 === n || decoded.charCodeAt(i + 1) === 0x2f)) return false;
   }
   return true;
 }
@@ -91,7 +98,7 @@ function foldsToItself(decoded: string): boolean {
 interface Entry {
   route: CompiledRoute;
   decoded: string;
-  /** Longer routes whose folded path is under this one's: what this route's matches may name. */
+  /** Longer routes whose loose reading is under this one's: what this route's matches may name. */
   shadows: readonly string[];
 }
 
@@ -100,11 +107,11 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
     .map((route) => ({ route: compileRoute(route, globalDpop), decoded: decodePath(route.path) }))
     .sort((a, b) => b.decoded.length - a.decoded.length);
   const entries: Entry[] = compiled.map(({ route, decoded }) => {
-    const folded = foldCase(decoded);
+    const loose = looseReading(decoded);
     const shadows = compiled
       .filter((other) => other.decoded.length > decoded.length)
-      .map((other) => foldCase(other.decoded))
-      .filter((other) => other !== folded && under(other, folded));
+      .map((other) => looseReading(other.decoded))
+      .filter((other) => other !== loose && under(other, loose));
     return { route, decoded, shadows };
   });
   return {
@@ -115,8 +122,8 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
         if (!under(path, decoded)) continue;
         if (shadows.length === 0) return route;
         // Only longer routes can shadow this match, and the exact match already missed them.
-        const folded = foldsToItself(path) ? path : foldCase(path);
-        for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;
+        const loose = readsAsItself(path) ? path : looseReading(path);
+        for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;
         return route;
       }
       return undefined;

@@ -1,6 +1,6 @@
 /**
  * Route matching for tests that are about what a route is, not about refusals: the matcher's
- * refusal (proxy/routes.ts, CASE_AMBIGUOUS) fails the test instead of reading as a route.
+ * refusal (proxy/routes.ts, ROUTE_AMBIGUOUS) fails the test instead of reading as a route.
  */
 import type { RouteConfig } from '../../src/config/schema.js';
 import { compileRoutes, type CompiledRoute } from '../../src/proxy/routes.js';

@@ -77,7 +77,7 @@ describe('route confusion', () => {
   });
 
   // Fails if, in proxy/routes.ts `match`, the line
-  // `for (const shadow of shadows) if (under(folded, shadow)) return CASE_AMBIGUOUS;` is removed.
+  // `for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;` is removed.
   it('refuses a path naming the admin route in another case, which an Express upstream serves there', async () => {
     // Express routes without regard to case (its default): the hazard is real.
     const app = express();
