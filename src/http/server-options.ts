@@ -1,0 +1,18 @@
+/**
+ * The gateway's HTTP server, as main.ts starts it and the tests do too (test/support/gateway.ts):
+ * one set of options, so that what is tested is what runs.
+ */
+import type { IncomingMessage, ServerOptions } from 'node:http';
+
+export const gatewayServerOptions: ServerOptions = {
+  // Bodies stream to upstreams for as long as they take: the gateway's own endpoints bound
+  // theirs (body-deadline.ts), proxied routes by their timeoutSeconds.
+  requestTimeout: 0,
+  headersTimeout: 30_000,
+  maxHeaderSize: 16 * 1024,
+  // Only a WebSocket handshake is an upgrade. Node hands every `Connection: Upgrade` request to
+  // the upgrade listener otherwise: curl --http2 and some JVM clients ask for `h2c` on plain
+  // http, and their calls were refused (404 on any path not a WebSocket route). RFC 9110 §7.8: a
+  // server may ignore Upgrade, and these are served as the HTTP/1.1 requests they also are.
+  shouldUpgradeCallback: (req: IncomingMessage) => req.headers.upgrade?.toLowerCase() === 'websocket',
+};
