@@ -167,3 +167,13 @@ export function decodePath(canonical: string): string {
   }
   return out + canonical.slice(copied);
 }
+
+/**
+ * A decoded path as the loosest upstream reads it: UTF-8 read as text (decoded paths are byte
+ * strings), full case folding both ways, so that `K` (Kelvin), `ſ` and `ß` meet `k`, `s` and
+ * `ss` as well, and each segment's trailing dots and spaces dropped (Win32 names). Reading more
+ * loosely than a given upstream does only refuses more.
+ */
+export function looseReading(decoded: string): string {
+  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
+}

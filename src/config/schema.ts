@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
-import { canonicalPath, decodePath } from './canonical-path.js';
+import { canonicalPath, decodePath, looseReading } from './canonical-path.js';
 import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { privateKeyProblem } from './private-key.js';
 import { isLoopbackHost } from './hosts.js';
@@ -317,10 +317,15 @@ export const configSchema = z
     const within = (p: string, base: string) => p === base || p.startsWith(`${base}/`);
     const authMatched = matchedForm(auth);
     const seen = new Set<string>();
+    const seenLoose = new Set<string>();
     cfg.routes.forEach((route, i) => {
       const matched = matchedForm(route.path);
       if (seen.has(matched)) issue(['routes', i, 'path'], 'is used by another route');
+      // An upstream that ignores case or drops trailing dots (proxy/routes.ts) could not tell
+      // them apart: every call of either would be refused as ambiguous.
+      else if (seenLoose.has(looseReading(matched))) issue(['routes', i, 'path'], 'differs from another route only in letter case or trailing dots and spaces');
       seen.add(matched);
+      seenLoose.add(looseReading(matched));
       if (route.path === '/' || within(matched, authMatched)) {
         issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
       } else if (within(authMatched, matched)) {

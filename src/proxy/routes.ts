@@ -20,7 +20,7 @@
  * reading, pay for the check.
  */
 import type { RouteConfig } from '../config/schema.js';
-import { decodePath, type PathRefusal } from './canonical-path.js';
+import { decodePath, looseReading, type PathRefusal } from './canonical-path.js';
 
 export interface CompiledRoute extends RouteConfig {
   /** The target's origin (scheme, host, port), parsed once: e.g. whose DPoP nonce applies. */
@@ -71,16 +71,6 @@ function under(path: string, prefix: string): boolean {
 }
 
 /**
- * A decoded path as the loosest upstream reads it: UTF-8 read as text (decoded paths are byte
- * strings), full case folding both ways, so that `K` (Kelvin), `ſ` and `ß` meet `k`, `s` and
- * `ss` as well, and each segment's trailing dots and spaces dropped (Win32 names). Reading more
- * loosely than a given upstream does only refuses more.
- */
-function looseReading(decoded: string): string {
-  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
-}
-
-/**
  * No letter A-Z, nothing beyond ASCII, no segment ending in a dot or a space: the path is its
  * own loose reading, and the common call skips looseReading's allocations (a route with routes
  * below it checks every call).
@@ -98,7 +88,7 @@ function readsAsItself(decoded: string): boolean {
 interface Entry {
   route: CompiledRoute;
   decoded: string;
-  /** Longer routes whose loose reading is under this one's: what this route's matches may name. */
+  /** Other routes whose loose reading is under this one's: what this route's matches may name. */
   shadows: readonly string[];
 }
 
@@ -108,8 +98,11 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
     .sort((a, b) => b.decoded.length - a.decoded.length);
   const entries: Entry[] = compiled.map(({ route, decoded }) => {
     const loose = looseReading(decoded);
+    // Any other route, whatever its length in bytes: `/api/a..` is no shorter than `/api/a/b`,
+    // yet a path under it reads as one under `/api/a/b`. (Two routes with one loose reading are
+    // refused by the config schema.)
     const shadows = compiled
-      .filter((other) => other.decoded.length > decoded.length)
+      .filter((other) => other.route !== route)
       .map((other) => looseReading(other.decoded))
       .filter((other) => other !== loose && under(other, loose));
     return { route, decoded, shadows };
@@ -121,7 +114,8 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
       for (const { route, decoded, shadows } of entries) {
         if (!under(path, decoded)) continue;
         if (shadows.length === 0) return route;
-        // Only longer routes can shadow this match, and the exact match already missed them.
+        // No shadow matches this path exactly: it would have matched first, being longer (two
+        // routes with one loose reading are refused by the schema).
         const loose = readsAsItself(path) ? path : looseReading(path);
         for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;
         return route;

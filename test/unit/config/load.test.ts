@@ -191,6 +191,15 @@ describe('config loading', () => {
     expect(withAuth('/a/../auth', [])).toEqual([expect.stringMatching(/^server\.authPath: must be canonical/)]);
   });
 
+  // Fails if, in config/schema.ts, the `else if (seenLoose.has(looseReading(matched)))` check is removed.
+  it('refuses two routes that differ only in letter case or trailing dots (a loose upstream reads both as one)', () => {
+    const two = (a: string, b: string) => problems(minimal({ routes: [{ path: a, target: 'https://up:1' }, { path: b, target: 'https://up:2' }] }));
+    const refused = ['routes[1].path: differs from another route only in letter case or trailing dots and spaces'];
+    expect(two('/api/admin', '/api/Admin')).toEqual(refused);
+    expect(two('/api/admin', '/api/admin.')).toEqual(refused);
+    expect(two('/api/admin', '/api/admins')).toEqual([]);
+  });
+
   // Mutation check: compare `route.path` instead of its decoded form in the schema → fails.
   it('refuses two routes that differ only in escapes (requests would match both the same way)', () => {
     expect(problems(minimal({ routes: [{ path: '/api/a!b', target: 'https://up:1' }, { path: '/api/a%21b', target: 'https://up:2' }] }))).toEqual([

@@ -138,6 +138,17 @@ describe('routes on the canonical path', () => {
     }
   });
 
+  // Fails if, in proxy/routes.ts compileRoutes, the shadows are again taken from longer routes
+  // only (`.filter((other) => other.route !== route)` → `.filter((other) => other.decoded.length > decoded.length)`).
+  it('takes every other route as a shadow, not only longer ones: a route no shorter in bytes may read as one below', () => {
+    const { match: dots } = compileRoutes([route('/api'), route('/api/a..'), route('/api/a/b')]);
+    expect(picked(dots, '/api/a../b')).toBe('refused');
+    expect(picked(dots, '/api/a../c')).toBe('/api/a..');
+    const { match: kelvin } = compileRoutes([route('/api'), route('/api/%E2%84%AA'), route('/api/k/x')]);
+    expect(picked(kelvin, '/api/%E2%84%AA/x')).toBe('refused');
+    expect(picked(kelvin, '/api/%E2%84%AA/y')).toBe('/api/%E2%84%AA');
+  });
+
   it('serves a trailing dot or space that no looser reading takes to another route', () => {
     for (const p of ['/api/dns/example.com.', '/api/search/foo%20', '/api/v1.', '/api/...']) expect([p, pick(p)]).toEqual([p, '/api']);
     expect(pick('/api/admin/keys.')).toBe('/api/admin');
