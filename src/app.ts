@@ -186,6 +186,10 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       return;
     }
     req.url = target;
+    // A request that asked to upgrade to something else (h2c) is served as HTTP/1.1
+    // (http/server-options.ts), but Node's parser stops at its end: a request pipelined behind
+    // it would never be read nor answered. Its connection closes instead.
+    if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
     if (!proxy.handle(req, res)) app(req, res);
   };
   return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app, drain: () => events.close() });

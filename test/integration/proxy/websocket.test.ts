@@ -85,6 +85,28 @@ describe('WebSocket upgrades', () => {
     expect(live.wsConnections).toHaveLength(0);
   });
 
+  // Fails if, in app.ts handleRequest, `if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;`
+  // is removed: the second request was never read nor answered, and the connection hung open.
+  it('closes the connection after an h2c request, so that one pipelined behind it is not left hanging', async () => {
+    const { port } = new URL(stack.gateway.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk.toString('latin1')));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    socket.write(
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n' +
+        'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n',
+    );
+    try {
+      await withTimeout(closed, 5_000, 'the connection to close');
+    } finally {
+      socket.destroy();
+    }
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received).toMatch(/\r\nconnection: close\r\n/i);
+  });
+
   it.each<[string, { method?: string; headers?: Record<string, string>; body?: string }]>([
     ['announces a body (Content-Length)', { body: 'GET /live/admin HTTP/1.1\r\n\r\n' }],
     ['announces a chunked body', { headers: { 'transfer-encoding': 'chunked' }, body: '5\r\nhello\r\n0\r\n\r\n' }],
