@@ -25,6 +25,7 @@ import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
 import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
+import { announcesBody } from './proxy/headers.js';
 
 /**
  * The HTTP server's `request` listener, plus the handler it must call for `upgrade` events and
@@ -45,12 +46,6 @@ export interface AppOptions {
   metricsSource?: MetricsSource;
   /** GET /auth/events timing and bounds (http/events-route.ts defaults: heartbeat 15 s, notice 300 s, retry 3 s, 8 per session, 10,000 open). */
   eventStream?: { heartbeatMs?: number; endingNoticeSeconds?: number; retryMs?: number; maxPerSession?: number; maxOpen?: number };
-}
-
-/** The request has a body to come: chunked, or a Content-Length other than 0. */
-function announcesBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayApp {
@@ -79,7 +74,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   // request with no body: only one that announces a body closes its connection.)
   app.use((req: Failed, res, next) => {
     const failed = req[FAILED];
-    if (failed !== undefined && !req.complete && announcesBody(req)) res.shouldKeepAlive = false;
+    if (failed !== undefined && !req.complete && announcesBody(req.headers)) res.shouldKeepAlive = false;
     next(failed?.error);
   });
   // A span per gateway endpoint, around everything below (only when tracing is on).

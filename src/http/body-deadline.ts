@@ -14,17 +14,12 @@ import type { IncomingMessage } from 'node:http';
 import type { RequestHandler, Request, Response } from 'express';
 import { GatewayError } from '../errors.js';
 import { sendError } from './error-handler.js';
+import { announcesBody } from '../proxy/headers.js';
 
 export interface BodyDeadlineOptions {
   seconds: number;
   /** Runs before the 408 is written: the gateway's security headers, like every answer of its own. */
   headers?: RequestHandler;
-}
-
-function promisesBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 export function createBodyDeadline(options: BodyDeadlineOptions): RequestHandler {
@@ -49,7 +44,7 @@ export function createBodyDeadline(options: BodyDeadlineOptions): RequestHandler
   }
 
   return function bodyDeadline(req, res, next) {
-    if (req.complete || !promisesBody(req)) return next();
+    if (req.complete || !announcesBody(req.headers)) return next();
     const timer = setTimeout(() => expire(req, res), ms);
     timer.unref();
     const stop = () => clearTimeout(timer);

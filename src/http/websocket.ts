@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
+import { announcesBody } from '../proxy/headers.js';
 import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import type { HeldSessions } from '../session/held.js';
@@ -63,20 +64,19 @@ function refuse(socket: Socket, error: GatewayError): void {
 }
 
 /**
- * RFC 6455 §4.1: a GET, HTTP/1.1 or later, asking for `websocket`, with no body. Node hands every
- * `Connection: Upgrade` request to the upgrade listener, whatever its method or protocol; the
- * tunnel would have made a WebSocket handshake of an `h2c` upgrade or a POST, and passed a body's
- * framing headers upstream with its bytes arriving as tunnel data after the 101.
+ * RFC 6455 §4.1: a GET, HTTP/1.1 or later, asking for `websocket`, with no body. Only
+ * `Upgrade: websocket` requests get here where Node has shouldUpgradeCallback
+ * (http/server-options.ts; older Node hands over every `Connection: Upgrade` request), but
+ * whatever their method, version or framing: the tunnel would have made a handshake of a POST,
+ * and passed a body's framing headers upstream with its bytes arriving as tunnel data after the 101.
  */
 function isWebSocketHandshake(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
   return (
     req.method === 'GET' &&
     req.httpVersionMajor === 1 &&
     req.httpVersionMinor >= 1 &&
     req.headers.upgrade?.toLowerCase() === 'websocket' &&
-    req.headers['transfer-encoding'] === undefined &&
-    (length === undefined || length === '0')
+    !announcesBody(req.headers)
   );
 }
 

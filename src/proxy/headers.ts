@@ -18,6 +18,16 @@ const CONNECTION_TOKENS_KEPT = new Set(['keep-alive', 'close', 'upgrade']);
 export const HOP_BY_HOP_REQUEST_HEADERS: readonly string[] = ['keep-alive', 'te', 'trailer', 'upgrade'];
 
 /**
+ * The request announces a body still to come: chunked, or a Content-Length other than 0 (what
+ * a retry may not resend, a refused call may not drain, a WebSocket handshake may not carry).
+ */
+export function announcesBody(headers: IncomingHttpHeaders): boolean {
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  return length !== undefined && length !== '0';
+}
+
+/**
  * Headers a browser must not be able to set for the upstream: URL rewrites some frameworks and
  * proxies honour (IIS/Symfony X-Original-URL, X-Rewrite-URL, Traefik X-Forwarded-Uri, nginx
  * auth_request X-Original-URI, Envoy X-Envoy-Original-Path...), the scheme, host and server

@@ -8,7 +8,7 @@
 import type http from 'node:http';
 import type { Socket } from 'node:net';
 import type { DpopAttachment } from './dpop-proofs.js';
-import { responseHeaders } from './headers.js';
+import { announcesBody, responseHeaders } from './headers.js';
 import type { Credential } from './upstream.js';
 import { parseWwwAuthenticate } from './www-authenticate.js';
 
@@ -21,8 +21,7 @@ import { parseWwwAuthenticate } from './www-authenticate.js';
 export function isBodyless(req: http.IncomingMessage): boolean {
   const method = req.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS' && method !== 'DELETE') return false;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+  return !announcesBody(req.headers);
 }
 
 export const RETRY = Symbol('retry');
