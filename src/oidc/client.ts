@@ -54,7 +54,11 @@ export interface ProviderHandleOptions {
 export interface JwksRefetchLimits {
   /** A kid that was not in a freshly fetched set is not refetched for again within this. */
   perKidSeconds: number;
-  /** Refetches for unknown kids, all kids together, are at least this far apart. */
+  /**
+   * Refetches for unknown kids, all kids together, are at least this far apart; so are the
+   * periodic refresh's attempts, and after a failed fetch of any kind no kid fetches again
+   * within it (the outage gate).
+   */
   minIntervalMs: number;
 }
 

@@ -60,7 +60,6 @@ export function classifyGrantFailure(err: unknown): GrantFailure {
   return 'transient';
 }
 
-/** A refresh failed: a grant that ended ends the session (login_required), anything else keeps it. */
 /**
  * A refused push (RFC 9126 §2.3: e.g. invalid_request for a parameter the provider will not
  * take) is the request's fault: 400, whether or not the refusal came as a JSON error body.
@@ -76,6 +75,7 @@ export function fromPushError(err: unknown): GatewayError {
     : new GatewayError('provider_unavailable', { cause: err });
 }
 
+/** A refresh failed: a grant that ended ends the session (login_required), anything else keeps it. */
 export function fromRefreshError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   const failure = classifyGrantFailure(err);

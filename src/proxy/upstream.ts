@@ -233,10 +233,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   };
 
   // Everything streams through this one. A body-less request that may be retried carries the
-  // credential it was sent with (RETRY): its response head is inspected before it is passed on, so a 401 invalid_token
-  // can be answered by one renewal and one retry (SPEC §4). The retry rides on the request
-  // itself, not in a WeakMap keyed by request: a collection keyed per request gets its tables
-  // rehashed into the old generation (see deadlines.ts).
+  // credential it was sent with (RETRY): its response head is inspected before it is passed on,
+  // so a 401 invalid_token can be answered by one renewal and one retry (SPEC §4). The refused
+  // credential rides on the request itself, not in a WeakMap keyed by request: a collection
+  // keyed per request gets its tables rehashed into the old generation (see deadlines.ts).
   createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     ...base,
     selfHandleResponse: true,

@@ -141,8 +141,8 @@ export function disconnectRedis(client: RedisClient): void {
  * Holds a client's socket writes until the event loop's check phase, so that the commands
  * issued by all the requests one poll phase serves leave in one writev, and their replies
  * mostly come back in one read. Unlike ioredis's auto-pipelining nothing waits for an earlier
- * batch: every command is written within the same loop turn and keeps its own
- * commandTimeout, so a stalled Redis still fails each call after one timeout.
+ * batch: every command is written within the same loop turn and keeps its own deadline
+ * (redis/deadlines.ts), so a stalled Redis still fails each call after one timeout.
  * Returns the function to call before sending a command; a no-op for Cluster (its commands go
  * to several sockets) and for clients without a socket (the demo's in-memory Redis).
  */

@@ -1,8 +1,10 @@
 /**
  * A Redis lock: SET NX PX with a random token, released only by its holder (Lua compare and
- * delete). The TTL bounds how long a crashed holder can block others; callers re-check state
- * after acquiring, so a lock that expired under a slow holder costs an extra provider call at
- * worst, never a lost update (writes are compare-and-set on a version).
+ * delete). The TTL bounds how long a crashed holder can block others. Writes are compare-and-set
+ * on a version, so a lock that lapses under a slow holder loses no update, but it lets another
+ * process refresh with a refresh token the holder has already spent (invalid_grant: the user is
+ * signed out): holders re-arm it with extend() while they work (session/refresh.ts,
+ * session/unsaved-refreshes.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from './client.js';
