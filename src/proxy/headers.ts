@@ -7,6 +7,12 @@ import { normaliseAddress } from '../config/cidr.js';
 import type { TrustHop } from './trust.js';
 
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip'];
+/**
+ * What the gateway writes itself on every upstream request, whatever the browser sent: its
+ * forwarding headers (forwardingHeaders) and the credential (Authorization, and DPoP's proof).
+ */
+const SET_BY_GATEWAY: ReadonlySet<string> = new Set([...FORWARDING, 'authorization', 'dpop']);
+export const isSetByGateway = (lowerName: string): boolean => SET_BY_GATEWAY.has(lowerName);
 const CONNECTION_TOKENS_KEPT = new Set(['keep-alive', 'close', 'upgrade']);
 
 /**

@@ -16,7 +16,7 @@ import {
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
-import { compileRequestHeaderStrip, forwardingHeaders, stripCookies } from './headers.js';
+import { compileRequestHeaderStrip, forwardingHeaders, isSetByGateway, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
@@ -141,7 +141,9 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     let cookieKept = false;
     const headers = stripRequestHeaders(source, (name) => {
       if (name === 'cookie') return (cookieKept = true);
-      return name === 'authorization' || name === 'dpop' || name in forwarded;
+      // A set, not `in forwarded`: a header named like an Object.prototype member
+      // (`Constructor`) would have been taken for one of the gateway's and dropped.
+      return isSetByGateway(name);
     });
     if (cookieKept) {
       const cookie = stripCookies(source.cookie, isGatewayCookie);
