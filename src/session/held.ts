@@ -166,6 +166,9 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
       recheckRetry.unref();
       return;
     }
+    // A good read ends the run of failures, whichever kind of check made it: sessions that
+    // keep refreshing never run an idle check, and the next outage must be reported too.
+    checksFailing = false;
     const now = clock();
     digests.forEach((sessionDigest, i) => {
       const entry = entries.get(sessionDigest);

@@ -202,6 +202,22 @@ describe('held sessions', () => {
     expect(fake.existCalls.length).toBeGreaterThanOrEqual(2);
   });
 
+  // Fails if, in session/held.ts recheckOnce, the `checksFailing = false;` after a good read is
+  // removed: a re-check that recovered left the failure run open, and the next outage went unreported.
+  it('reports the next outage too when a re-check, not an idle check, saw Redis recover', async () => {
+    const { fake, held } = setup();
+    fake.ttl.set(D1, 60_000);
+    held.hold(D1, Date.now(), () => undefined);
+    fake.failing = true;
+    await held.recheck();
+    expect(fake.reported).toBe(1);
+    fake.failing = false;
+    await jest.advanceTimersByTimeAsync(1_000);
+    fake.failing = true;
+    await held.recheck();
+    expect(fake.reported).toBe(2);
+  });
+
   it('ends at once a hold taken just after its session was heard to end (the read raced the event)', async () => {
     const { events, held } = setup();
     events.publish(D2, { type: 'signed-out', reason: 'revoked' });
