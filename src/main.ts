@@ -59,7 +59,6 @@ export interface StartOptions {
 export async function startGateway(config: Config, runtime: Runtime, options: StartOptions = {}): Promise<RunningGateway> {
   const app = createApp(runtime, options.metricsSource ? { metricsSource: options.metricsSource } : {});
   const server = http.createServer(gatewayServerOptions, app);
-  server.keepAliveTimeout = 65_000;
   server.on('upgrade', app.handleUpgrade);
   // Node drops a CONNECT without an answer unless someone handles it: the gateway is no
   // forward proxy, so it says so.

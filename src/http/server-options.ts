@@ -10,6 +10,9 @@ export const gatewayServerOptions: ServerOptions = {
   requestTimeout: 0,
   headersTimeout: 30_000,
   maxHeaderSize: 16 * 1024,
+  // Longer than the load balancers in front usually keep an idle connection (AWS ALB: 60 s), so
+  // that they, not the gateway, close it: no request lost to a close racing it.
+  keepAliveTimeout: 65_000,
   // Only a WebSocket handshake is an upgrade. Node hands every `Connection: Upgrade` request to
   // the upgrade listener otherwise: curl --http2 and some JVM clients ask for `h2c` on plain
   // http, and their calls were refused (404 on any path not a WebSocket route). RFC 9110 §7.8: a

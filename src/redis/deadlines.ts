@@ -58,20 +58,17 @@ export function enforceCommandDeadlines(client: Redis, timeoutMs: number, now: (
   let tick = 0;
   /** When each recent tick ran, oldest first: [tick number, time]. */
   const ticks: Array<[number, number]> = [];
-  /** Commands labelled up to this tick have been failed (on whatever queue held them). */
+  /**
+   * Commands labelled up to this tick have been failed. Ticks only grow, and a new connection's
+   * queue holds only commands labelled after it opened, so this needs no reset on a reconnect.
+   */
   let failedThrough = 0;
-  let queueSeen: CommandQueue | undefined;
 
   const run = () => {
     const t = now();
     tick++;
     ticks.push([tick, t]);
     const queue = client.commandQueue as unknown as CommandQueue;
-    if (queue !== queueSeen) {
-      // A new connection's queue: nothing on it has been failed yet.
-      queueSeen = queue;
-      failedThrough = 0;
-    }
     label(queue, tick);
     let due = 0;
     while (ticks.length > 0 && t - (ticks[0] as [number, number])[1] >= timeoutMs) due = (ticks.shift() as [number, number])[0];
