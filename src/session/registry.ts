@@ -99,6 +99,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     return stored;
   }
 
+  /** A saved-form entry whose session is gone, deleted only if no register rewrote it since it was read. */
+  async function prune(userKey: string, entry: IndexEntry): Promise<void> {
+    if (entry.saved) await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value);
+  }
+
   async function readIndex(userKey: string): Promise<IndexEntry[]> {
     return Object.entries(await redis.hgetall(userKey)).map(([handle, value]) => parseIndexEntry(handle, value));
   }
@@ -118,7 +123,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
       await redis.expire(userKey, absoluteTimeoutSeconds);
-      if (auth.sid) {
+      // The sid set needs the session once: the pending register, whose failure ends the sign-in.
+      if (auth.sid && form === 'pending') {
         const sidKey = keys.providerSession(providerSessionDigest(auth.iss, auth.sid));
         await redis.sadd(sidKey, sessionDigest);
         await redis.expire(sidKey, absoluteTimeoutSeconds);
@@ -137,7 +143,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
           // came: it expires with the index key); deleting it could land after the callback's
           // second register and leave the new session unindexed. A saved one is a session that is
           // gone, deleted only if no register rewrote it since it was read.
-          if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, entry.value);
+          await prune(userKey, entry);
           continue;
         }
         // A pending entry with its record (the second register failed) is a live session.
@@ -158,13 +164,14 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));
-      const entries = await readIndex(userKey);
-      const ended = await endAll(entries.map((entry) => entry.digest));
       // No DEL of the index afterwards: a sign-in registered since the read (its second register
-      // in particular) would lose its entry. Only the saved-form entries read go (end() removed
-      // those of the sessions it ended), as in list(); pending ones without a record are left.
-      for (const { handle, value, saved } of entries) {
-        if (saved) await redis.eval(PRUNE, 1, userKey, handle, value);
+      // in particular) would lose its entry. end() removes the entries of the sessions it ends;
+      // of the others, the saved-form ones without a record go, as in list().
+      const ended: EndedSession[] = [];
+      for (const entry of await readIndex(userKey)) {
+        const stored = await end(entry.digest, 'provider-logout');
+        if (stored) ended.push({ digest: entry.digest, stored });
+        else await prune(userKey, entry);
       }
       return ended;
     },
