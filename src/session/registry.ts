@@ -123,8 +123,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
       await redis.expire(userKey, absoluteTimeoutSeconds);
-      // The sid set needs the session once: the pending register, whose failure ends the sign-in.
-      if (auth.sid && form === 'pending') {
+      if (auth.sid) {
         const sidKey = keys.providerSession(providerSessionDigest(auth.iss, auth.sid));
         await redis.sadd(sidKey, sessionDigest);
         await redis.expire(sidKey, absoluteTimeoutSeconds);
