@@ -28,6 +28,7 @@ import {
   createCookieVerifier,
   isLoginCookieName,
   loginCookieName,
+  loginCookieClearOptions,
   loginCookieOptions,
   readCookies,
   requireSignedIn,
@@ -159,7 +160,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const guard = bounceGuardName(config);
     const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name) && name !== guard);
     if (names.length < MAX_LOGIN_COOKIES) return;
-    const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+    const clearOptions = loginCookieClearOptions(config);
     for (const name of names) res.clearCookie(name, clearOptions);
   }
 
@@ -168,7 +169,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (!state) throw new GatewayError('invalid_state');
     const cookieName = loginCookieName(config, transactionId(state));
     const binding = readCookies(req)[cookieName];
-    const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+    const clearOptions = loginCookieClearOptions(config);
     res.clearCookie(cookieName, clearOptions);
 
     // Taken (deleted) before anything else, a state being good for one callback only; but only

@@ -10,7 +10,6 @@
  * 9110 §15.5.9: the server closes the connection it no longer wants to wait on). Whether the
  * handler read the body does not matter: Node marks the message complete when it has arrived.
  */
-import type { IncomingMessage } from 'node:http';
 import type { RequestHandler, Request, Response } from 'express';
 import { GatewayError } from '../errors.js';
 import { sendError } from './error-handler.js';

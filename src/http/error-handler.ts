@@ -26,7 +26,7 @@ export function sendError(res: Response, error: GatewayError): void {
 }
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
+export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
 
 /** For browser navigations (login, callback): the same status, as a small page. */
 export function sendErrorPage(res: Response, error: GatewayError): void {

@@ -17,7 +17,8 @@
 import type { Request, Response } from 'express';
 import type { Config } from '../config/load.js';
 import type { LoginQuery } from './login-params.js';
-import { loginCookieName, loginCookieOptions, readCookies } from './session-cookie.js';
+import { escapeHtml } from './error-handler.js';
+import { loginCookieClearOptions, loginCookieName, loginCookieOptions, readCookies } from './session-cookie.js';
 
 /**
  * Set with the page and cleared by the arrival it asks for: a browser that would call the
@@ -32,8 +33,6 @@ export const bounceGuardName = (config: Config): string => loginCookieName(confi
 /** The refresh is immediate; this only outlives a slow page load. */
 const GUARD_TTL_SECONDS = 60;
 
-const ATTRIBUTE_ESCAPES: Record<string, string> = { '&': '&amp;', '"': '&quot;', "'": '&#39;', '<': '&lt;', '>': '&gt;' };
-const escapeAttribute = (value: string) => value.replace(/[&"'<>]/g, (c) => ATTRIBUTE_ESCAPES[c] as string);
 
 /**
  * The same sign-in's URL, written from the parsed and validated query (nothing of the raw URL
@@ -53,7 +52,7 @@ function loginUrlOf(authPath: string, query: LoginQuery): string {
 }
 
 function bouncePage(target: string): string {
-  const href = escapeAttribute(target);
+  const href = escapeHtml(target);
   return (
     '<!doctype html><html><head><meta charset="utf-8">' +
     `<meta http-equiv="refresh" content="0;url=${href}"><title>Signing in</title></head>` +
@@ -70,7 +69,7 @@ export type LoginBounce = (req: Request, res: Response, query: LoginQuery, sessi
 export function createLoginBounce(config: Config): LoginBounce {
   const strict = config.session.sameSite === 'strict';
   const guardName = bounceGuardName(config);
-  const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+  const clearOptions = loginCookieClearOptions(config);
   return function bounce(req, res, query, sessionCookieSent) {
     const guarded = readCookies(req)[guardName] !== undefined;
     if (guarded) res.clearCookie(guardName, clearOptions);

@@ -104,6 +104,12 @@ export function loginCookieOptions(config: Config, maxAgeSeconds: number): Cooki
   };
 }
 
+/** What clears a login cookie: its options without the lifetime (res.clearCookie sets its own). */
+export function loginCookieClearOptions(config: Config): Omit<CookieOptions, 'maxAge'> {
+  const { maxAge: _ignored, ...clearOptions } = loginCookieOptions(config, 0);
+  return clearOptions;
+}
+
 /** Cookie header → map; a malformed header yields what parses (never throws). */
 export function readCookies(req: Request): Record<string, string | undefined> {
   const header = req.headers.cookie;
