@@ -10,6 +10,12 @@ const BARE = /^(?:\[([0-9A-Fa-f:.]+)\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/;
 /** The node as a URL; only for a node without a problem. */
 export const nodeUrl = (node: string): URL => new URL(node.includes('://') ? node : `redis://${node}`);
 
+/**
+ * Whether the node (or redis.url) asks for TLS, read from the parsed scheme: `REDISS://` is TLS
+ * too. A bare `host:port` never is. Safe on any string: false for one that is not a URL.
+ */
+export const isTlsNode = (node: string): boolean => node.includes('://') && URL.canParse(node) && new URL(node).protocol === 'rediss:';
+
 /** Why a node is refused, or undefined. Never quotes the node: a URL may carry a password. */
 export function redisNodeProblem(node: string): string | undefined {
   const shape = 'must be host:port (an IPv6 address in brackets, port 1-65535) or a redis:// or rediss:// URL with a host';

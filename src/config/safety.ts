@@ -4,7 +4,7 @@
  * in, key paths and sentences out. No value is ever quoted, so no secret is ever printed.
  */
 import { isLoopbackHost } from './hosts.js';
-import { nodeUrl } from './redis-node.js';
+import { isTlsNode, nodeUrl } from './redis-node.js';
 import type { ParsedConfig } from './schema.js';
 
 export interface SafetyProblem {
@@ -60,9 +60,6 @@ function cleartextHost(url: string, scheme: string): string | undefined {
   return parsed.protocol === scheme && !isLoopbackHost(parsed.hostname) ? parsed.hostname : undefined;
 }
 
-/** `host:port` or `redis://host:port` nodes of a cluster or Sentinel set (each valid: schema.ts). */
-const nodeHost = (node: string) => (node.includes('://') ? cleartextHost(node, 'redis:') : nodeUrl(node).hostname);
-
 /** Accepted, but printed at startup and by --check: may be deliberate on a private network. */
 export function riskySettings(cfg: ParsedConfig): string[] {
   const warnings: string[] = [];
@@ -70,10 +67,8 @@ export function riskySettings(cfg: ParsedConfig): string[] {
     warnings.push('redis.url: talks to a non-loopback Redis in cleartext (sealed tokens, session handles); use rediss:// unless the network is private');
   }
   const nodes = cfg.redis.cluster?.nodes ?? cfg.redis.sentinel?.nodes ?? [];
-  const plain = nodes.filter((n) => {
-    const host = nodeHost(n);
-    return host !== undefined && !isLoopbackHost(host);
-  });
+  // Each node is valid here (schema.ts): a bare `host:port` is cleartext, as is redis://.
+  const plain = nodes.filter((n) => !isTlsNode(n) && !isLoopbackHost(nodeUrl(n).hostname));
   if (plain.length > 0) {
     const key = cfg.redis.cluster ? 'redis.cluster.nodes' : 'redis.sentinel.nodes';
     warnings.push(`${key}: ${plain.length} node(s) on non-loopback hosts without TLS; make sure the network is private`);

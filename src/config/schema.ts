@@ -9,7 +9,7 @@ import { canonicalPath, decodePath, looseReading } from './canonical-path.js';
 import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { privateKeyProblem } from './private-key.js';
 import { isLoopbackHost } from './hosts.js';
-import { redisNodeProblem } from './redis-node.js';
+import { isTlsNode, redisNodeProblem } from './redis-node.js';
 import { unsafeSettings } from './safety.js';
 
 export { isLoopbackHost } from './hosts.js';
@@ -65,7 +65,6 @@ const redisNode = z.string().superRefine((node, ctx) => {
   const message = redisNodeProblem(node);
   if (message !== undefined) ctx.addIssue({ code: 'custom', message });
 });
-const tlsNode = (node: string) => node.includes('://') && URL.canParse(node) && new URL(node).protocol === 'rediss:';
 /**
  * A cluster's or Sentinel set's nodes: `host:port`, `redis://` or `rediss://`. One TLS setting
  * covers every connection of the client (the nodes a cluster reports, a Sentinel's master), so
@@ -74,7 +73,7 @@ const tlsNode = (node: string) => node.includes('://') && URL.canParse(node) && 
 const redisNodes = z
   .array(redisNode)
   .min(1)
-  .refine((nodes) => nodes.every(tlsNode) || !nodes.some(tlsNode), {
+  .refine((nodes) => nodes.every(isTlsNode) || !nodes.some(isTlsNode), {
     message: 'mix rediss:// and plaintext nodes; use rediss:// for all of them (TLS everywhere) or for none',
   });
 

@@ -7,6 +7,7 @@ import { isIP } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import { Redis, Cluster, type RedisOptions, type ClusterOptions } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
+import { isTlsNode, nodeUrl } from '../config/redis-node.js';
 import { enforceCommandDeadlines, type CommandDeadlines } from './deadlines.js';
 
 export type RedisClient = Redis | Cluster;
@@ -17,17 +18,9 @@ export const SENTINEL_PORT = 26379;
 
 /** A node (`host[:port]` or a redis(s):// URL, as schema.ts allows) as ioredis takes it. */
 export function hostPort(node: string, defaultPort = REDIS_PORT): { host: string; port: number } {
-  const url = new URL(node.includes('://') ? node : `redis://${node}`);
+  const url = nodeUrl(node);
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || defaultPort) };
 }
-
-/**
- * TLS from the parsed scheme, never from ioredis's reading of the string: it turns TLS on only
- * for a literal lowercase `rediss://` URL and for no cluster or sentinel node, while the config
- * (and its cleartext warning) reads `REDISS://` as TLS. Nodes all share one scheme (schema.ts).
- * The certificate is verified against Node's CAs and the host connected to.
- */
-const isTls = (urlOrNode: string): boolean => urlOrNode.includes('://') && new URL(urlOrNode).protocol === 'rediss:';
 
 /** A single node's TLS: its host name as SNI too (Node sends none unless told; never an IP). */
 function tlsFor(url: string): ConnectionOptions {
@@ -54,9 +47,13 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     ...(cfg.password ? { password: cfg.password } : {}),
   };
 
+  // TLS from the parsed scheme (isTlsNode), never from ioredis's reading of the string: it turns
+  // TLS on only for a literal lowercase `rediss://` URL and for no cluster or sentinel node,
+  // while the config (and its cleartext warning) reads `REDISS://` as TLS. Nodes all share one
+  // scheme (schema.ts). The certificate is verified against Node's CAs and the host connected to.
   let client: RedisClient;
   if (cfg.cluster) {
-    const tls = cfg.cluster.nodes.some(isTls);
+    const tls = cfg.cluster.nodes.some(isTlsNode);
     const clusterOptions: ClusterOptions = {
       // A cluster's node clients come and go with its topology: ioredis's own per-command timer.
       // TLS for every node, those the cluster reports included.
@@ -69,7 +66,7 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     client = new Cluster(cfg.cluster.nodes.map((node) => hostPort(node)), clusterOptions);
   } else if (cfg.sentinel) {
     // rediss:// sentinels: TLS to the sentinels and to the master they name.
-    const tls = cfg.sentinel.nodes.some(isTls);
+    const tls = cfg.sentinel.nodes.some(isTlsNode);
     client = new Redis({
       ...common,
       ...(tls ? { sentinelTLS: {}, tls: {}, enableTLSForSentinelMode: true } : {}),
@@ -85,7 +82,7 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     });
   } else {
     const url = cfg.url ?? 'redis://127.0.0.1:6379';
-    client = new Redis(url, isTls(url) ? { ...common, tls: tlsFor(url) } : common);
+    client = new Redis(url, isTlsNode(url) ? { ...common, tls: tlsFor(url) } : common);
   }
   // Without a listener ioredis prints every reconnect error to stderr, bypassing redaction.
   client.on('error', (err: Error) => options.onError?.(err));
