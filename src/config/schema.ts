@@ -1,16 +1,16 @@
 /**
- * The configuration contract (SPEC §2), key for key. Objects are strict so that a misspelt
- * key is an error rather than a silently ignored setting. Secrets have no defaults: the demo's
- * values live only in config/default.yaml.
+ * The configuration contract (SPEC §2), key for key (consistency.ts checks the keys together).
+ * Objects are strict so that a misspelt key is an error rather than a silently ignored setting.
+ * Secrets have no defaults: the demo's values live only in config/default.yaml.
  */
 import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
-import { canonicalPath, decodePath, looseReading } from './canonical-path.js';
+import { canonicalPath } from './canonical-path.js';
+import { configProblems } from './consistency.js';
 import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { privateKeyProblem } from './private-key.js';
 import { isLoopbackHost } from './hosts.js';
 import { isTlsNode, redisNodeProblem } from './redis-node.js';
-import { unsafeSettings } from './safety.js';
 
 export { isLoopbackHost } from './hosts.js';
 
@@ -35,6 +35,16 @@ const withoutParts = (parts: { userinfo?: string; query?: string; fragment?: str
     if (parts.query && url.search !== '') add(parts.query);
     if (parts.fragment && url.hash !== '') add(parts.fragment);
   });
+
+/**
+ * http:// only to this machine (the demo, tests); anywhere else, https://. A value that is not a
+ * URL has been reported already (httpUrl) and is passed over.
+ */
+const httpsUnlessLoopback = (value: string, ctx: z.RefinementCtx) => {
+  if (URL.canParse(value) && new URL(value).protocol === 'http:' && !isLoopbackHost(new URL(value).hostname)) {
+    ctx.addIssue({ code: 'custom', message: 'http:// is allowed only for loopback hosts; use https://' });
+  }
+};
 
 const routePath = z
   .string()
@@ -126,7 +136,11 @@ export const configSchema = z
         userinfo: 'must not carry credentials (user:password@)',
         query: 'must be an origin without a query',
         fragment: 'must be an origin without a fragment',
-      }),
+      })
+        .superRefine(httpsUnlessLoopback)
+        .refine((v) => !URL.canParse(v) || new URL(v).pathname === '/', {
+          message: 'must be an origin without a path (e.g. https://app.example.com)',
+        }),
       authPath: routePath.default('/auth'),
       /**
        * false: no proxy in front; true: exactly one trusted hop; N: that many hops; [CIDR, ...]:
@@ -149,7 +163,7 @@ export const configSchema = z
       stripRequestHeaders: z.array(headerName).default([]),
     }),
     oidc: z.strictObject({
-      issuer: httpUrl,
+      issuer: httpUrl.superRefine(httpsUnlessLoopback),
       clientId: z.string().min(1),
       clientSecret: z.string().min(1).optional(),
       clientAuthMethod: z
@@ -264,95 +278,7 @@ export const configSchema = z
       .optional(),
   })
   .superRefine((cfg, ctx) => {
-    const issue = (path: (string | number)[], message: string) =>
-      ctx.addIssue({ code: 'custom', path, message });
-
-    // A field's own check has already failed (and been reported) when it is not a URL; these run
-    // anyway, so they must not throw, or every other problem would go unreported.
-    for (const [key, value] of [
-      ['server.publicUrl', cfg.server.publicUrl],
-      ['oidc.issuer', cfg.oidc.issuer],
-    ] as const) {
-      if (!URL.canParse(value)) continue;
-      const url = new URL(value);
-      if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
-        issue(key.split('.'), 'http:// is allowed only for loopback hosts; use https://');
-      }
-    }
-    if (URL.canParse(cfg.server.publicUrl) && new URL(cfg.server.publicUrl).pathname !== '/') {
-      issue(['server', 'publicUrl'], 'must be an origin without a path (e.g. https://app.example.com)');
-    }
-    if (cfg.oidc.clientAuthMethod === 'private_key_jwt' ? !cfg.oidc.privateKey : !cfg.oidc.clientSecret) {
-      issue(
-        cfg.oidc.clientAuthMethod === 'private_key_jwt' ? ['oidc', 'privateKey'] : ['oidc', 'clientSecret'],
-        `is required for clientAuthMethod ${cfg.oidc.clientAuthMethod}`,
-      );
-    }
-    if (!cfg.oidc.scopes.includes('openid')) issue(['oidc', 'scopes'], 'must include "openid"');
-
-    const redisModes = [cfg.redis.url, cfg.redis.cluster, cfg.redis.sentinel].filter((m) => m !== undefined);
-    if (redisModes.length !== 1) {
-      issue(['redis'], 'must set exactly one of url, cluster or sentinel');
-    }
-    // Both listen on server.host: the second would fail with "address already in use". (0 is
-    // any free port, a different one each.)
-    if (cfg.server.metricsPort !== undefined && cfg.server.metricsPort !== 0 && cfg.server.metricsPort === cfg.server.port) {
-      issue(['server', 'metricsPort'], 'must differ from server.port (PORT overrides server.port)');
-    }
-    if (cfg.session.absoluteTimeoutSeconds < cfg.session.idleTimeoutSeconds) {
-      issue(['session', 'absoluteTimeoutSeconds'], 'must be at least session.idleTimeoutSeconds');
-    }
-
-    for (const problem of unsafeSettings(cfg)) issue(problem.path, problem.message);
-    if (cfg.dev && cfg.server.workers !== 1) {
-      issue(['server', 'workers'], 'must be 1 with dev: (the demo provider and API run in one process)');
-    }
-
-    const auth = cfg.server.authPath;
-    // redirect_uri would be publicUrl + "//callback", which no request path can be.
-    if (auth === '/') issue(['server', 'authPath'], 'must not be "/": the gateway\'s endpoints need a prefix of their own');
-    // Compared as requests are matched (escapes decoded): /api/a!b and /api/a%21b are one route.
-    const matchedForm = (p: string) => (typeof canonicalPath(p) === 'string' ? decodePath(p) : p);
-    const within = (p: string, base: string) => p === base || p.startsWith(`${base}/`);
-    const authMatched = matchedForm(auth);
-    const seen = new Set<string>();
-    const seenLoose = new Set<string>();
-    cfg.routes.forEach((route, i) => {
-      const matched = matchedForm(route.path);
-      if (seen.has(matched)) issue(['routes', i, 'path'], 'is used by another route');
-      // An upstream that ignores case or drops trailing dots (proxy/routes.ts) could not tell
-      // them apart: every call of either would be refused as ambiguous.
-      else if (seenLoose.has(looseReading(matched))) issue(['routes', i, 'path'], 'differs from another route only in letter case or trailing dots and spaces');
-      seen.add(matched);
-      seenLoose.add(looseReading(matched));
-      if (route.path === '/' || within(matched, authMatched)) {
-        issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
-      } else if (within(authMatched, matched)) {
-        // Routes are matched before the gateway's endpoints: logout, the callback, back-channel
-        // logout would all go to the upstream.
-        issue(['server', 'authPath'], `must not lie under routes[${i}].path (${route.path}): its requests would go to that upstream`);
-      }
-      if (['/healthz', '/readyz', '/metrics'].some((p) => route.path === p || route.path.startsWith(`${p}/`))) {
-        issue(['routes', i, 'path'], 'must not shadow /healthz, /readyz or /metrics');
-      }
-      if (route.auth === 'apiKey' && !route.apiKey) issue(['routes', i, 'apiKey'], 'is required when auth is apiKey');
-      if (route.auth !== 'apiKey' && route.apiKey) issue(['routes', i, 'apiKey'], 'is only allowed when auth is apiKey');
-      if (route.stepUp && route.auth !== 'user') issue(['routes', i, 'stepUp'], 'needs auth: user (a signed-in session to judge)');
-      if (route.stepUp && route.stepUp.acr === undefined && route.stepUp.maxAgeSeconds === undefined) {
-        issue(['routes', i, 'stepUp'], 'must set acr, maxAgeSeconds or both');
-      }
-      const userRoute = route.auth === 'user' || route.auth === 'user-optional';
-      if (route.dpop && !userRoute) issue(['routes', i, 'dpop'], 'is only allowed when auth is user or user-optional');
-      if (route.tokenExchange && !userRoute) {
-        issue(['routes', i, 'tokenExchange'], 'is only allowed when auth is user or user-optional');
-      }
-      if (route.tokenExchange && route.resource) issue(['routes', i, 'tokenExchange'], 'cannot be combined with resource (use tokenExchange.resource)');
-      // An exchanged token is a bearer token for its own audience (docs/dpop-and-token-exchange.md).
-      if (route.tokenExchange && route.dpop) issue(['routes', i, 'dpop'], 'cannot be combined with tokenExchange on the same route');
-      if (route.scopes.length > 0 && route.auth === 'none') {
-        issue(['routes', i, 'scopes'], 'has no effect when auth is none');
-      }
-    });
+    for (const problem of configProblems(cfg)) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
   });
 
 export type ConfigInput = z.input<typeof configSchema>;
