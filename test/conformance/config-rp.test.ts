@@ -14,7 +14,7 @@
  *   `createJwks(new URL('/jwks', metadata.issuer), ...)`: discovery-jwks-uri-keys fails.
  * - src/oidc/client.ts discover: `oidc.discovery(issuer, ...)` given the full well-known URL
  *   instead (openid-client then skips its issuer comparison): discovery-issuer-mismatch fails.
- * - src/oidc/client.ts createJwks: `if (!mayRefetch(kid, at)) throw err;` -> `throw err;` (no
+ * - src/oidc/jwks.ts createJwks: `if (!mayRefetch(kid, at)) throw err;` -> `throw err;` (no
  *   refetch on an unknown kid): both signing-key-rotation tests fail.
  */
 import { BrowserClient } from '../support/browser-client.js';

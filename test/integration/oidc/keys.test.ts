@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
-import { createJwks } from '../../../src/oidc/client.js';
+import { createJwks } from '../../../src/oidc/jwks.js';
 import { verifyIdToken } from '../../../src/oidc/id-token.js';
 import { BrowserClient } from '../../support/browser-client.js';
 import { buildTestConfig, reserveServer, startTestGateway, gatewayClient } from '../../support/gateway.js';
@@ -134,10 +134,9 @@ describe('ID token signatures', () => {
     expect(fetches).toBe(3);
   });
 
-  // Fails if, in oidc/client.ts createJwks, the stale set's refresh loses its gate
+  // Fails if, in oidc/jwks.ts createJwks, the stale set's refresh loses its gate
   // `&& at - lastFetch >= limits.minIntervalMs`: every token then asks the provider while its
-  // keys are down; or if refetchFor loses
-  // `if (lastFailure !== undefined && at - lastFetch < limits.minIntervalMs) throw lastFailure;`
+  // keys are down; or if refetchFor loses `if (failedRecently(at)) throw lastFailure;`
   // (each forged kid then makes a request of its own). (jose's own cacheMaxAge runs on the real clock, which this test does not move:
   // that it is Infinity is read in the code, not pinned here.)
   it('keeps verifying with the cached keys while their refresh fails, and asks the provider at most once a second', async () => {
@@ -200,7 +199,7 @@ describe('ID token signatures', () => {
     }
   });
 
-  // Fails if, in createJwks, `if (!pending && at - lastFetch < limits.minIntervalMs && lastFailure !== undefined) throw lastFailure;`
+  // Fails if, in createJwks, `if (!pending && failedRecently(at)) throw lastFailure;`
   // is removed: with no set yet and the provider's keys down, every token was one fetch.
   it('with no set yet and the keys down, fetches at most once a second, and verifies once they answer', async () => {
     const key = await newKey('cold');

@@ -14,7 +14,7 @@
  * cases), or `err instanceof joseErrors.JWKSTimeout ||` is removed (the JWKS timeout case), or
  * in keySetUnavailable `|| err.code === joseErrors.JOSEError.code` is removed (a JWKS answering
  * 503 or an HTML 200) or `|| err instanceof joseErrors.JWKSInvalid` (JSON that is no key set).
- * The "sign-in works once they answer" part fails if, in oidc/client.ts createJwks, the kid is
+ * The "sign-in works once they answer" part fails if, in oidc/jwks.ts createJwks, the kid is
  * remembered before the refetch succeeds (`.then(() => remember(kid, at))` moved back before
  * the reload): a kid whose refetch failed was then not refetched for 60 s, a 400 meanwhile.
  */
