@@ -16,12 +16,12 @@ import {
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
-import { compileRequestHeaderStrip, forwardingHeaders, isSetByGateway, stripCookies } from './headers.js';
 import { createDeadlines } from './deadlines.js';
 import { UpstreamTimeout } from './errors.js';
 import type { TrustHop } from './trust.js';
+import { createOutgoing } from './outgoing.js';
 import { openTunnel } from './websocket-tunnel.js';
-import { proofTarget, retryForNonce, type DpopAttachment } from './dpop-proofs.js';
+import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
 import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
@@ -108,66 +108,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     expire: (proxyReq) => proxyReq.destroy(new UpstreamTimeout('no response in time')),
     isSettled: (proxyReq) => proxyReq.destroyed,
   });
-  const publicProtocol = options.publicUrl.protocol.slice(0, -1);
-  const publicHost = options.publicUrl.host;
-  const stripRequestHeaders = compileRequestHeaderStrip(options.stripRequestHeaders);
-
-  /** The upstream request target for a canonical one: the route's path rule, the query as sent. */
-  function upstreamTarget(url: string): string {
-    const q = url.indexOf('?');
-    if (q === -1) return route.upstreamPath(url);
-    return route.upstreamPath(url.slice(0, q)) + url.slice(q);
-  }
-
-  /**
-   * The upstream request's headers, built once per attempt as a fresh object and put in
-   * req.headers: httpxy copies req.headers into the outgoing request, so what is there is what
-   * is sent. The browser's own Authorization, DPoP and forwarding headers never go through
-   * (the gateway sets its own), nor the gateway's cookies.
-   */
-  function prepareHeaders(req: http.IncomingMessage, credential: Credential | undefined): void {
-    const source = req.headers;
-    const forwarded = forwardingHeaders({
-      headers: source,
-      remoteAddress: req.socket.remoteAddress,
-      trust: options.trust,
-      publicProtocol,
-      publicHost,
-    });
-    // Hop-by-hop and identity headers go first: a browser's `Connection: close` must not reach an
-    // upstream connection that the gateway's agent keeps in its pool.
-    // The skip is asked only about names the strip rules keep: a Cookie they drop
-    // (server.stripRequestHeaders, or one the browser's Connection names) stays dropped.
-    let cookieKept = false;
-    const headers = stripRequestHeaders(source, (name) => {
-      if (name === 'cookie') return (cookieKept = true);
-      // A set, not `in forwarded`: a header named like an Object.prototype member
-      // (`Constructor`) would have been taken for one of the gateway's and dropped.
-      return isSetByGateway(name);
-    });
-    if (cookieKept) {
-      const cookie = stripCookies(source.cookie, isGatewayCookie);
-      if (cookie !== undefined) headers.cookie = cookie;
-    }
-    for (const name in forwarded) {
-      const value = forwarded[name];
-      if (value !== undefined) headers[name] = value;
-    }
-    if (credential) headers[credential.header] = credential.value;
-    req.headers = headers;
-    if (credential?.dpop) addProof(req, credential.dpop);
-  }
-
-  /**
-   * The target URI is computed on the first attempt, from the canonical path: forward()
-   * rewrites req.url to the upstream path before sending, and a retry must not rewrite it twice.
-   */
-  function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
-    let htu = (req as Retriable)[DPOP]?.htu;
-    if (htu === undefined) htu = proofTarget(target, upstreamTarget(req.url ?? '/'));
-    req.headers.dpop = attachment.proof(req.method ?? 'GET', htu);
-    (req as Retriable)[DPOP] = { attachment, bodyless: isBodyless(req), htu };
-  }
+  const outgoing = createOutgoing({ ...options, target });
+  const { upstreamTarget, addProof } = outgoing;
 
   // HPM's options. The middleware it returns is never called (forward() calls the proxy server it
   // builds, which a plugin below captures): only its plugins and event handlers are used.
@@ -309,7 +251,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
 
   return {
     forward(req, res, credential) {
-      prepareHeaders(req, credential);
+      outgoing.prepare(req, credential);
       trace?.start(req);
       if (retry !== undefined && credential !== undefined && isBodyless(req)) (req as Retriable)[RETRY] = credential;
       // HPM's per-call middleware (path filter, router, IPv6 target check, an options copy and
@@ -322,7 +264,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       });
     },
     upgrade(req, socket, head, credential) {
-      prepareHeaders(req, credential);
+      outgoing.prepare(req, credential);
       trace?.start(req);
       const path = upstreamTarget(req.url ?? '/');
       const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie, dpop: credential?.dpop });

@@ -5,8 +5,8 @@
  * a custom `csrf.headerName`.
  *
  * Mutation checks (each by hand, once):
- *  - src/proxy/upstream.ts prepareHeaders: drop `name === 'authorization' ||` from the names
- *    the header copy skips → the first two fail.
+ *  - src/proxy/headers.ts SET_BY_GATEWAY: drop `'authorization'` from the names the header
+ *    copy skips → the first two fail.
  *  - src/proxy/headers.ts responseHeaders: delete the line skipping our Set-Cookie names → the
  *    Set-Cookie test fails.
  *  - src/http/proxy-routes.ts attachCredential: delete the `route.requireSession` check →

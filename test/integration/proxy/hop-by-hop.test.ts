@@ -4,7 +4,7 @@
  * connections to upstreams; the upstream's describe its connection to the gateway, never the
  * browser's. Real provider, real Redis, real upstream.
  *
- * Mutation check (by hand, once): src/proxy/upstream.ts prepareHeaders: `if (cookieKept)` →
+ * Mutation check (by hand, once): src/proxy/outgoing.ts prepareHeaders: `if (cookieKept)` →
  * `if (source.cookie !== undefined)` (as 0.5.1's first header copy had it) → "drops a Cookie
  * header the Connection names" fails: the browser's other cookies came back.
  */
@@ -125,7 +125,7 @@ describe('request headers', () => {
     expect(seen['x-app']).toBe('kept');
   });
 
-  // Fails if, in proxy/upstream.ts prepareHeaders, the skip goes back to asking
+  // Fails if, in proxy/outgoing.ts prepareHeaders, the skip goes back to asking
   // `name in forwarded` (the object of forwarding headers): names of Object.prototype members
   // were found there and dropped.
   it('forwards a header named like an Object.prototype member (Constructor)', async () => {
