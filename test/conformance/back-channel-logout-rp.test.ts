@@ -28,6 +28,7 @@ import { randomUUID } from 'node:crypto';
 import { decodeJwt, SignJWT } from 'jose';
 import { BrowserClient, type BrowserResponse } from '../support/browser-client.js';
 import { signIn } from '../support/drive-login.js';
+import { postLogoutToken } from '../support/session-calls.js';
 import { expectErrorBody, tokensOfSession } from '../support/assertions.js';
 import { signingKey, type SigningKey } from '../support/forged-tokens.js';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../support/oidc-provider.js';
@@ -61,8 +62,6 @@ async function signedIn(gwUrl = rig.gw.url): Promise<Session> {
 
 const userStatus = async (s: Session) => (await s.client.get(`${rig.gw.url}/auth/user`, { headers: csrf })).status;
 
-const post = (gwUrl: string, token: string): Promise<BrowserResponse> =>
-  new BrowserClient().post(`${gwUrl}/auth/backchannel-logout`, { form: { logout_token: token } });
 
 /** A logout token as the provider would send it for `s`, with `changes` (undefined removes a claim). */
 function claimsFor(s: Session, changes: Record<string, unknown> = {}): Record<string, unknown> {
@@ -93,7 +92,7 @@ describe('Back-Channel Logout RP', () => {
   it("oidcc-client-test-rp-backchannel-rpinitlogout: a valid logout token for the session's sid: 200, no-store, that session ends and the user's other session lives", async () => {
     const a = await signedIn();
     const b = await signedIn();
-    const answer = await post(rig.gw.url, await signedBy(rsa, claimsFor(a)));
+    const answer = await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(a)));
     expect(answer.status).toBe(200);
     expect(answer.headers.get('cache-control')).toContain('no-store');
     expect(await userStatus(a)).toBe(401);
@@ -104,38 +103,38 @@ describe('Back-Channel Logout RP', () => {
     const s = await signedIn();
     const part = (v: object) => Buffer.from(JSON.stringify(v)).toString('base64url');
     const token = `${part({ alg: 'none', typ: 'logout+jwt' })}.${part(claimsFor(s))}.`;
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, token));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, token));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-no-event: a logout token without events is refused with 400', async () => {
     const s = await signedIn();
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { events: undefined }))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { events: undefined }))));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-with-nonce: a logout token carrying a nonce is refused with 400', async () => {
     const s = await signedIn();
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { nonce: randomUUID() }))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { nonce: randomUUID() }))));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-alg: ES256 by the published EC key, when RS256 is the allowed alg, is refused with 400', async () => {
     const s = await signedIn();
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(ec, claimsFor(s))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(ec, claimsFor(s))));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-aud: a logout token for another client is refused with 400', async () => {
     const s = await signedIn();
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { aud: 'another-client' }))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { aud: 'another-client' }))));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-event: a logout token with another event is refused with 400', async () => {
     const s = await signedIn();
     const events = { 'http://schemas.openid.net/event/some-other-event': {} };
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { events }))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { events }))));
   });
 
   it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss: a logout token from another issuer is refused with 400', async () => {
     const s = await signedIn();
-    await expectRefusedAndSessionLives(s, await post(rig.gw.url, await signedBy(rsa, claimsFor(s, { iss: 'https://attacker.example' }))));
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { iss: 'https://attacker.example' }))));
   });
 
   it('(the control for wrong-alg) the same ES256 token is accepted by a gateway that allows ES256 (the default list)', async () => {
@@ -143,7 +142,7 @@ describe('Back-Channel Logout RP', () => {
     const defaults = await startRig({ providerKeys: [rsa.privateJwk, ec.privateJwk] });
     try {
       const token = await signedBy(ec, claimsFor({ client: new BrowserClient(), sid: 'no-such-session' }, { iss: defaults.provider.issuer }));
-      expect((await post(defaults.gw.url, token)).status).toBe(200);
+      expect((await postLogoutToken(defaults.gw.url, token)).status).toBe(200);
     } finally {
       await defaults.close();
     }

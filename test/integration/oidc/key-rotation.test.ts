@@ -11,6 +11,7 @@
 import { decodeProtectedHeader, type JWK } from 'jose';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
+import * as calls from '../../support/session-calls.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { newSigningKey, startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
 import { startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
@@ -55,7 +56,7 @@ describe('provider key rotation', () => {
   });
 
   it('keeps the JWKS fetches of a flood of forged kids bounded, and sign-in working', async () => {
-    const postLogoutToken = (token: string) => new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+    const postLogoutToken = (token: string) => calls.postLogoutToken(gw.url, token);
     const before = jwksFetches();
     // One forged kid, again and again: refetched for at most once a minute.
     for (let i = 0; i < 20; i++) {

@@ -3,12 +3,11 @@
  * `logout+jwt` (RECOMMENDED) or the generic `JWT` older providers send; any other type names
  * another kind of token (cross-JWT confusion) and is refused without ending anything.
  */
-import { BrowserClient } from '../../support/browser-client.js';
-import { signIn } from '../../support/drive-login.js';
+import type { BrowserClient } from '../../support/browser-client.js';
+import * as calls from '../../support/session-calls.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 
-const csrf = { 'x-csrf': '1' };
 let stack: Stack;
 
 beforeAll(async () => {
@@ -18,14 +17,9 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function signedInAs(user: string): Promise<BrowserClient> {
-  const client = new BrowserClient();
-  await signIn(client, stack.gateway.url, { user, password: `${user}-password` });
-  return client;
-}
-
-const userStatus = async (client: BrowserClient) => (await client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).status;
-const postLogoutToken = (token: string) => new BrowserClient().post(`${stack.gateway.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+const signedInAs = (user: string) => calls.signedInAs(stack.gateway.url, user);
+const userStatus = (client: BrowserClient) => calls.userStatus(stack.gateway.url, client);
+const postLogoutToken = (token: string) => calls.postLogoutToken(stack.gateway.url, token);
 
 describe('logout token typ', () => {
   it.each<[string, string | null]>([

@@ -7,6 +7,7 @@
 import { Redis } from 'ioredis';
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
+import * as calls from '../../support/session-calls.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { expectErrorBody } from '../../support/assertions.js';
@@ -38,14 +39,9 @@ afterEach(async () => {
 const deny = (command: string) => admin.call('ACL', 'SETUSER', 'default', `-${command}`);
 const allow = (command: string) => admin.call('ACL', 'SETUSER', 'default', `+${command}`);
 
-async function signedInAs(user: string): Promise<BrowserClient> {
-  const client = new BrowserClient();
-  await signIn(client, stack.gateway.url, { user, password: `${user}-password` });
-  return client;
-}
-
-const userStatus = async (client: BrowserClient) => (await client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).status;
-const postLogoutToken = (token: string) => new BrowserClient().post(`${stack.gateway.url}/auth/backchannel-logout`, { form: { logout_token: token } });
+const signedInAs = (user: string) => calls.signedInAs(stack.gateway.url, user);
+const userStatus = (client: BrowserClient) => calls.userStatus(stack.gateway.url, client);
+const postLogoutToken = (token: string) => calls.postLogoutToken(stack.gateway.url, token);
 
 describe('back-channel logout', () => {
   // Fails if, in http/session-routes.ts, the check `if (await withStore(() => sighted(deps.redis, jtiKey))) {`

@@ -4,6 +4,7 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { parseForms, signIn } from '../../support/drive-login.js';
+import * as calls from '../../support/session-calls.js';
 import {
   buildTestConfig,
   createTestClock,
@@ -56,9 +57,7 @@ async function browser(user = 'alice', gateway: TestGateway = gw): Promise<Brows
 
 const userStatus = async (b: Browser, gateway: TestGateway = gw) => (await b.client.get(`${gateway.url}/auth/user`, { headers: csrf })).status;
 
-async function postLogoutToken(token: string) {
-  return new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
-}
+const postLogoutToken = (token: string) => calls.postLogoutToken(gw.url, token);
 
 describe('GET and DELETE /auth/sessions', () => {
   it("lists the user's own sessions with opaque ids, and marks the current one", async () => {
