@@ -39,12 +39,21 @@ export interface SignIn {
 /** Milliseconds since the epoch; injected so expiry can be tested without waiting. */
 export type Clock = () => number;
 
+/**
+ * Longer than any access token is meant to live. A provider's `expires_in` is read as whole
+ * seconds up to this: oauth4webapi accepts any positive number, and a lifetime of 1e300 made
+ * every later use of it fail (Redis refuses such an EX: no client token was ever cached, each
+ * call a new grant and a 503).
+ */
+export const MAX_TOKEN_LIFETIME_SECONDS = 366 * 24 * 3600;
+
 function granted(
   response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
   clock: Clock,
   previous?: GrantedTokens,
 ): GrantedTokens {
-  const expiresIn = response.expiresIn();
+  const answered = response.expiresIn();
+  const expiresIn = answered === undefined ? undefined : Math.min(Math.max(Math.floor(answered), 0), MAX_TOKEN_LIFETIME_SECONDS);
   return {
     accessToken: response.access_token,
     // RFC 6749 §6: keep the old refresh token when the provider issues none.

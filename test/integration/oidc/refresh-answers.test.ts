@@ -195,4 +195,28 @@ describe('client credentials', () => {
     const line = logLines().find((l) => l.event === 'client_credentials_failed');
     expect(line).toMatchObject({ level: 50, failure: 'grant_ended', reason: 'OAUTH_RESPONSE_IS_NOT_JSON (HTTP 400)' });
   });
+
+  // Fails if, in oidc/flows.ts granted, `expiresIn` is the provider's number as it came
+  // (`const expiresIn = answered;`): Redis refused the cache's `EX 1e+300`, so every call was a
+  // new grant and a 503 session_store_unavailable.
+  it('an expires_in past any token lifetime (1e300) is read as a year at most: served, one grant for all calls', async () => {
+    const grants = () => front.requests.filter((r) => isGrant(r, 'client_credentials')).length;
+    const before = grants();
+    front.intercept((req) =>
+      isGrant(req, 'client_credentials')
+        ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ access_token: 'cc-forever', token_type: 'Bearer', expires_in: 1e300 }) }
+        : undefined,
+    );
+    for (let i = 0; i < 3; i++) {
+      const res = await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf });
+      expect(res.status).toBe(200);
+      expect(upstream.requests.at(-1)?.headers.authorization).toBe('Bearer cc-forever');
+    }
+    expect(grants() - before).toBe(1);
+    const [key] = await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
+    expect(key).toBeDefined();
+    const ttl = await gw.runtime.redis.ttl(key as string);
+    expect(ttl).toBeGreaterThan(365 * 24 * 3600);
+    expect(ttl).toBeLessThanOrEqual(366 * 24 * 3600);
+  });
 });
