@@ -14,8 +14,8 @@
  *   `createJwks(new URL('/jwks', metadata.issuer), ...)`: discovery-jwks-uri-keys fails.
  * - src/oidc/client.ts discover: `oidc.discovery(issuer, ...)` given the full well-known URL
  *   instead (openid-client then skips its issuer comparison): discovery-issuer-mismatch fails.
- * - src/oidc/jwks.ts createJwks: `if (!mayRefetch(kid, at)) throw err;` -> `throw err;` (no
- *   refetch on an unknown kid): both signing-key-rotation tests fail.
+ * - src/oidc/jwks.ts refetchFor (in createJwks): `if (!mayRefetch(kid, at)) throw unknown;` ->
+ *   `throw unknown;` (no refetch on an unknown kid): both signing-key-rotation tests fail.
  */
 import { BrowserClient } from '../support/browser-client.js';
 import { signIn } from '../support/drive-login.js';

@@ -131,8 +131,8 @@ describe('a slow upload to a proxied route', () => {
  * A proxied call the gateway refuses is answered by the error handler, past the body deadline
  * (proxied uploads are never cut): if the connection stayed open for the body, a client could
  * keep it for as long as it trickles one, on any path, without signing in.
- * Fails if, in app.ts, `if (failed !== undefined && !req.complete && announcesBody(req)) res.shouldKeepAlive = false;`
- * is removed. The keep-alive case fails if `&& announcesBody(req)` is removed (a refused path is
+ * Fails if, in app.ts, `if (failed !== undefined && !req.complete && announcesBody(req.headers)) res.shouldKeepAlive = false;`
+ * is removed. The keep-alive case fails if `&& announcesBody(req.headers)` is removed (a refused path is
  * refused inside the request event, where even a GET is not yet complete).
  */
 describe('a proxied call refused before its body arrived', () => {

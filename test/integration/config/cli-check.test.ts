@@ -94,8 +94,9 @@ describe('--check', () => {
     expect(problemLines.find((l) => l.includes('server:'))).toMatch(/prot/);
   });
 
-  // Fails if, in src/config/schema.ts's superRefine, `if (!URL.canParse(value)) continue;` is
-  // removed: the only output is `bff-gateway: fatal: Invalid URL`, with no key.
+  // Fails if, in src/config/schema.ts httpsUnlessLoopback, `URL.canParse(value) &&` is removed
+  // (the guard of the old superRefine's `if (!URL.canParse(value)) continue;`): the only output
+  // is `bff-gateway: fatal: Invalid URL`, with no key.
   it('exits 1 on a publicUrl that is not a URL with its own line and every other problem, no fatal', async () => {
     const doc = { ...goodConfig(), server: { port: 1, publicUrl: '${PUBLIC_URL}' }, tokens: { refreshSkewSeconds: -1 } };
     const proc = runCli(['--config', writeConfig('not-a-url.yaml', doc), '--check'], { PUBLIC_URL: 'app.example.com' });

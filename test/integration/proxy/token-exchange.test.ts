@@ -2,9 +2,10 @@
  * Token exchange (RFC 8693) per route, through the HTTP path: the dev provider's exchange grant
  * (src/dev/idp/token-exchange.ts), two gateway instances on one Redis, a real upstream.
  *
- * Mutation that fails it (checked by hand): in src/proxy/bearer.ts, make the exchanged token's
- * lookup miss, `exchanged ? undefined : resource ? ...` in `pick`: every call exchanges again
- * (the "one exchange for many calls" and "once across two instances" tests fail).
+ * Mutation that fails it (checked by hand): in src/proxy/bearer.ts `routeToken`, make the
+ * exchanged token's lookup miss, `if (exchanged) return exchangedToken(t, exchanged);` →
+ * `if (exchanged) return undefined;`: every call exchanges again (the "one exchange for many
+ * calls" and "once across two instances" tests fail, with four others).
  */
 import { decodeJwt } from 'jose';
 import type { Config } from '../../../src/config/load.js';

@@ -5,7 +5,7 @@
  * command). And a healthy Redis never sees a command failed: not after an error reply, not
  * after a reconnect (both take the command off ioredis's queue without "resolving" it).
  *
- * Fails if, in deadlines.ts `failBetween`, `if ((command[TICK] ?? Infinity) > through) return;`
+ * Fails if, in src/redis/deadlines.ts `failBetween`, `if ((command[TICK] ?? Infinity) > through) return;`
  * is removed (a command sent later fails with the first), or if `createRedis` leaves out
  * `withDeadlines(...)` and no `commandTimeout` is passed (nothing fails while Redis is
  * stopped). The error-reply and reconnect cases fail on the first version (07951d2), which

@@ -67,7 +67,7 @@ describe('back-channel logout', () => {
 });
 
 describe('sign-in', () => {
-  // Fails if, in http/auth-routes.ts, `await withStore(() => registry.register(sessionDigest, auth));`
+  // Fails if, in http/auth-routes.ts callback, `await withStore(() => registry.register(sessionDigest, auth, 'pending'));`
   // is moved back after `await withStore(() => save(req));`: the signed-in session is then saved
   // and its cookie sent although it is in no index, out of reach of back-channel logout.
   it('a sign-in whose session cannot be indexed leaves no working session, and a fresh sign-in works', async () => {

@@ -14,9 +14,10 @@
  * cases), or `err instanceof joseErrors.JWKSTimeout ||` is removed (the JWKS timeout case), or
  * in keySetUnavailable `|| err.code === joseErrors.JOSEError.code` is removed (a JWKS answering
  * 503 or an HTML 200) or `|| err instanceof joseErrors.JWKSInvalid` (JSON that is no key set).
- * The "sign-in works once they answer" part fails if, in oidc/jwks.ts createJwks, the kid is
- * remembered before the refetch succeeds (`.then(() => remember(kid, at))` moved back before
- * the reload): a kid whose refetch failed was then not refetched for 60 s, a 400 meanwhile.
+ * The "sign-in works once they answer" part fails if, in oidc/jwks.ts refetchFor (in
+ * createJwks), the kid is remembered before the refetch succeeds (`() => remember(kid, at)`,
+ * fetchSet's `.then` callback, moved back before `void fetchSet(at)`): a kid whose refetch
+ * failed was then not refetched for 60 s, a 400 meanwhile.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';

@@ -72,7 +72,7 @@ async function saveRecord(auth: AuthData): Promise<string> {
 
 const noRecord = () => digest(randomBytes(16).toString('hex'));
 
-// Fails if, in session/registry.ts list(), `if (entry.saved)` is dropped from
+// Fails if, in session/registry.ts prune (called by list()), `if (entry.saved)` is dropped from
 // `if (entry.saved) await redis.eval(PRUNE, ...)` (a pending entry is then pruned too).
 it('list() keeps a pending entry whose record is not saved yet (a sign-in in progress)', async () => {
   const { sub, userKey } = newUser();
@@ -84,8 +84,9 @@ it('list() keeps a pending entry whose record is not saved yet (a sign-in in pro
   expect(await direct.hget(userKey, pending.handle)).toBe(`pending:${d}`);
 });
 
-// Fails if, in session/registry.ts list(), the line
-// `if (entry.saved) await redis.eval(PRUNE, 1, userKey, handle, value);` is removed.
+// Fails if, in session/registry.ts prune, the line
+// `if (entry.saved) await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value);` is removed,
+// or list()'s call `await prune(userKey, entry);` is.
 it('list() prunes a saved-form entry whose record is gone, and one as 0.5.x wrote it', async () => {
   const { sub, userKey } = newUser();
   const gone = authFor(sub);
@@ -118,8 +119,8 @@ it('a pending entry whose record exists (the second register failed) is listed, 
   expect(await direct.exists(userKey)).toBe(0);
 });
 
-// Fails if, in session/registry.ts list(), `await redis.eval(PRUNE, 1, userKey, handle, value)`
-// becomes `await redis.hdel(userKey, handle)`.
+// Fails if, in session/registry.ts prune (called by list()), `await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value)`
+// becomes `await redis.hdel(userKey, entry.handle)`.
 it("list()'s prune deletes an entry only if it still holds the value read", async () => {
   const { sub, userKey } = newUser();
   const auth = authFor(sub);
@@ -189,7 +190,7 @@ it('endByUser leaves the entry of a sign-in indexed while it ran', async () => {
  * The same for back-channel logout by sid, whose set a sign-in with that provider session joins.
  *
  * Fails if, in session/registry.ts endByProviderSession, `await redis.del(sidKey);` is put back
- * after the sessions are ended.
+ * after the sessions are ended (after `endAll(await redis.smembers(sidKey))`).
  */
 it('endByProviderSession leaves a sign-in of that sid indexed while it ran', async () => {
   const { sub } = newUser();

@@ -83,8 +83,9 @@ describe('config loading', () => {
     expect(lines.length).toBeGreaterThanOrEqual(8);
   });
 
-  // Fails if, in src/config/schema.ts's superRefine, `if (!URL.canParse(value)) continue;` is
-  // removed: `new URL` throws out of the parse and no problem line is printed at all.
+  // Fails if, in src/config/schema.ts httpsUnlessLoopback, `URL.canParse(value) &&` is removed
+  // (the guard of the old superRefine's `if (!URL.canParse(value)) continue;`): `new URL` throws
+  // out of the parse and no problem line is printed at all.
   it('reports a publicUrl or issuer that is not a URL with every other problem, not as a crash', () => {
     const lines = problems(
       minimal({
@@ -173,7 +174,7 @@ describe('config loading', () => {
     );
   });
 
-  // Fails if, in src/config/schema.ts, `} else if (within(authMatched, matched)) {` becomes
+  // Fails if, in src/config/consistency.ts routeProblems, `} else if (within(authMatched, matched)) {` becomes
   // `} else if (false) {`: authPath under /api passes, and its requests would be proxied.
   it('refuses server.authPath equal to or under a route (routes are matched first), or "/"', () => {
     const withAuth = (authPath: string, paths: string[]) =>
@@ -191,7 +192,7 @@ describe('config loading', () => {
     expect(withAuth('/a/../auth', [])).toEqual([expect.stringMatching(/^server\.authPath: must be canonical/)]);
   });
 
-  // Fails if, in config/schema.ts, the `else if (seenLoose.has(looseReading(matched)))` check is removed.
+  // Fails if, in config/consistency.ts routeProblems, the `else if (seenLoose.has(looseReading(matched)))` check is removed.
   it('refuses two routes that differ only in letter case or trailing dots (a loose upstream reads both as one)', () => {
     const two = (a: string, b: string) => problems(minimal({ routes: [{ path: a, target: 'https://up:1' }, { path: b, target: 'https://up:2' }] }));
     const refused = ['routes[1].path: differs from another route only in letter case or trailing dots and spaces'];
@@ -200,14 +201,15 @@ describe('config loading', () => {
     expect(two('/api/admin', '/api/admins')).toEqual([]);
   });
 
-  // Mutation check: compare `route.path` instead of its decoded form in the schema → fails.
+  // Mutation check: in src/config/consistency.ts routeProblems, compare `route.path` instead of its
+  // decoded form (`const matched = matchedForm(route.path);` → `= route.path;`) → fails.
   it('refuses two routes that differ only in escapes (requests would match both the same way)', () => {
     expect(problems(minimal({ routes: [{ path: '/api/a!b', target: 'https://up:1' }, { path: '/api/a%21b', target: 'https://up:2' }] }))).toEqual([
       'routes[1].path: is used by another route',
     ]);
   });
 
-  // Fails if, in src/config/schema.ts, `cfg.server.metricsPort === cfg.server.port` becomes `false`.
+  // Fails if, in src/config/consistency.ts configProblems, `cfg.server.metricsPort === cfg.server.port` becomes `false`.
   it('refuses server.metricsPort equal to server.port (or to PORT), which would fail at startup as "already in use"', () => {
     const server = (extra: object) => minimal({ server: { publicUrl: 'https://app.example.com', ...extra } });
     const line = 'server.metricsPort: must differ from server.port (PORT overrides server.port)';

@@ -3,7 +3,7 @@
  * `oidc.pushedAuthorizationRequests`, with their defaults and cross-field rules, reported one
  * line per problem without printing a value.
  *
- * Mutation that fails this file: in src/config/schema.ts, delete the line
+ * Mutation that fails this file: in src/config/consistency.ts routeProblems, delete the line
  * `if (route.stepUp && route.auth !== 'user') issue(['routes', i, 'stepUp'], 'needs auth: user (a signed-in session to judge)');`.
  */
 import { randomBytes } from 'node:crypto';

@@ -3,7 +3,7 @@
  * records: same text, and the same sums when cluster workers' metrics are aggregated.
  *
  * Mutation checks (each by hand, once):
- *  - src/observability/lean-series.ts LeanHistogram observe: `value > bounds[i]` → `>=`
+ *  - src/observability/lean-series.ts LeanHistogram observe: `value > (bounds[i] as number)` → `>=`
  *    (a value on a bound lands one bucket up) → the first test fails.
  *  - LeanCounter inc: `state.value += 1` → `state.value = 1` → the first test fails.
  */

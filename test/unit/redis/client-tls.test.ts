@@ -5,7 +5,7 @@
  * with the password in cleartext. The listener is a plain socket: no handshake is answered.
  *
  * Mutations that fail it (checked by hand), in src/redis/client.ts:
- *  - `isTls(url) ? { ...common, tls: tlsFor(url) } : common` → `common`: REDISS:// sends AUTH in cleartext.
+ *  - createRedis, `isTlsNode(url) ? { ...common, tls: tlsFor(url) } : common` → `common`: REDISS:// sends AUTH in cleartext.
  *  - cluster `...(tls ? { tls: {} } : {})` removed: the cluster node gets AUTH in cleartext.
  *  - sentinel `...(tls ? { sentinelTLS: {}, ... } : {})` removed: the sentinel gets plaintext.
  *  - sentinel `enableTLSForSentinelMode: true` dropped: the master would get plaintext.
