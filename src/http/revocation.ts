@@ -18,18 +18,31 @@ function extraAccessTokens(tokens: Pick<TokenSet, 'resources' | 'exchanged'>): s
 }
 
 /**
+ * How long POST /auth/logout and DELETE /auth/sessions/{id} wait for the revocation before
+ * answering. A provider answers in far less; one whose revocation endpoint hangs held the answer
+ * (two calls in turn, each up to the provider timeout: 20 s), and with it the cookie's clearing
+ * and the end-session URL, past what a load balancer or an SPA waits. The revocation goes on.
+ */
+export const REVOCATION_WAIT_MS = 2000;
+
+/**
  * Best-effort revocation (RFC 7009) of a session that has already ended locally: a slow or
  * failing provider is logged, never allowed to keep the session alive, and never retried (the
- * session is gone, so nothing would remember to; the tokens expire on their own).
+ * session is gone, so nothing would remember to; the tokens expire on their own). Resolves once
+ * the revocation is done or `waitMs` has passed, whichever is first; never rejects.
  */
-export function createRevoker(provider: ProviderHandle, logger: Logger) {
-  return async function revoke(tokens: (GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>) | undefined): Promise<void> {
-    if (!tokens || !provider.isReady()) return;
-    await revokeTokens(
-      provider.get(),
-      tokens,
-      (err) => logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed'),
-      extraAccessTokens(tokens),
-    );
+export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs = REVOCATION_WAIT_MS) {
+  const failed = (err: unknown) => logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed');
+  return function revoke(tokens: (GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>) | undefined): Promise<void> {
+    if (!tokens || !provider.isReady()) return Promise.resolve();
+    const done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, waitMs);
+      timer.unref();
+      void done.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   };
 }

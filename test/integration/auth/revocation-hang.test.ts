@@ -1,0 +1,108 @@
+/**
+ * SPEC §3: a failed revocation does not block the local logout, and neither does one that never
+ * answers. POST /auth/logout and DELETE /auth/sessions/{id} answer while the provider's
+ * revocation endpoint is still holding the gateway's request (they wait REVOCATION_WAIT_MS for
+ * it, where they waited for two provider timeouts in turn: 20 s, past what a load balancer or
+ * an SPA waits, so the browser never got its logoutUrl). The revocation still reaches the
+ * provider once it answers. Real oidc-provider behind the tampering front, real Redis.
+ *
+ * Fails if, in src/http/revocation.ts createRevoker, `const timer = setTimeout(resolve, waitMs);`
+ * becomes `const timer = setTimeout(() => undefined, waitMs);`: the answers then wait for the
+ * revocation, which the front releases only after 15 s.
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
+import type { FrontRequest } from '../../support/provider-front.js';
+import { signedInAs } from '../../support/session-calls.js';
+import { tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
+
+const csrf = { 'x-csrf': '1' };
+/** Past REVOCATION_WAIT_MS with room to spare; the front holds revocations at most this long. */
+const HOLD_BOUND_MS = 15_000;
+let stack: FrontedStack;
+
+beforeAll(async () => {
+  stack = await startFrontedStack();
+});
+afterAll(async () => {
+  stack.front.intercept(undefined);
+  await stack?.close();
+});
+
+const isRevocation = (req: FrontRequest) => req.method === 'POST' && req.path === '/token/revocation';
+
+/** Holds every revocation request at the front until release() (or HOLD_BOUND_MS), then lets it through. */
+function holdRevocations() {
+  let released = false;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    release = () => {
+      released = true;
+      resolve();
+    };
+  });
+  const bound = setTimeout(release, HOLD_BOUND_MS);
+  stack.front.intercept(async (req) => {
+    if (isRevocation(req)) await gate;
+    return undefined;
+  });
+  return {
+    isReleased: () => released,
+    release() {
+      clearTimeout(bound);
+      release();
+    },
+  };
+}
+
+async function refreshTokenOf(client: BrowserClient): Promise<string> {
+  const cookie = client.cookies(stack.gw.url)[stack.gw.config.derived.sessionCookieName] as string;
+  const token = (await tokensOfSession(stack.gw, cookie))?.refreshToken;
+  expect(token).toEqual(expect.any(String));
+  return token as string;
+}
+
+/** Whether the provider has revoked the token (introspection, past the front). */
+const revoked = async (token: string) => !(await stack.provider().introspect(token)).active;
+
+it('POST /auth/logout answers with its logoutUrl while the revocation endpoint has not answered, and the revocation goes on', async () => {
+  const alice = await signedInAs(stack.gw.url, 'alice');
+  const refreshToken = await refreshTokenOf(alice);
+  expect(await revoked(refreshToken)).toBe(false);
+  const hold = holdRevocations();
+  try {
+    const res = await alice.post(`${stack.gw.url}/auth/logout`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 });
+    const releasedAtAnswer = hold.isReleased();
+    expect(res.status).toBe(200);
+    expect(releasedAtAnswer).toBe(false);
+    expect(stack.front.requests.some(isRevocation)).toBe(true);
+    expect(res.json<{ logoutUrl: string }>().logoutUrl).toContain('id_token_hint=');
+    expect((await alice.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  } finally {
+    hold.release();
+  }
+  await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
+});
+
+it('DELETE /auth/sessions/{id} answers 204 while the revocation endpoint has not answered, and the revocation goes on', async () => {
+  const phone = await signedInAs(stack.gw.url, 'alice');
+  const laptop = await signedInAs(stack.gw.url, 'alice');
+  const refreshToken = await refreshTokenOf(phone);
+  expect(await revoked(refreshToken)).toBe(false);
+  const sessions = (await laptop.get(`${stack.gw.url}/auth/sessions`, { headers: csrf })).json<Array<{ id: string; current: boolean }>>();
+  const phoneSession = sessions.find((s) => !s.current)?.id as string;
+  expect(phoneSession).toEqual(expect.any(String));
+  const hold = holdRevocations();
+  try {
+    const res = await laptop.request('DELETE', `${stack.gw.url}/auth/sessions/${phoneSession}`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 });
+    const releasedAtAnswer = hold.isReleased();
+    expect(res.status).toBe(204);
+    expect(releasedAtAnswer).toBe(false);
+    expect((await phone.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+    expect((await laptop.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  } finally {
+    hold.release();
+  }
+  await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
+});
