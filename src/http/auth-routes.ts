@@ -10,7 +10,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { describeProviderError } from '../oidc/errors.js';
 import { askedOf } from '../oidc/authorization-request.js';
-import { completeAuthorization, endSessionUrl, startAuthorization } from '../oidc/flows.js';
+import { completeAuthorization, endSessionUrl, grantedScopes, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
@@ -246,10 +246,13 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const auth = requireSignedIn(req);
     const absoluteEnd = auth.createdAt + config.session.absoluteTimeoutSeconds * 1000;
     const idleEnd = clock() + config.session.idleTimeoutSeconds * 1000;
+    const sealed = req.session.tokens?.sealed;
+    const tokens = sealed ? vault.open(digest(req.sessionID), sealed) : undefined;
     res.json({
       sub: auth.sub,
       claims: auth.claims,
-      scopes: auth.scopes,
+      // As routes check them (proxy/bearer.ts): a refresh may have narrowed them since sign-in.
+      scopes: tokens ? grantedScopes(auth.scopes, tokens) : auth.scopes,
       sessionExpiresAt: new Date(Math.min(absoluteEnd, idleEnd)).toISOString(),
       acr: auth.acr ?? null,
       authTime: auth.authTime !== undefined ? new Date(auth.authTime * 1000).toISOString() : null,

@@ -11,7 +11,7 @@
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { exchangeToken, refreshTokens } from '../oidc/flows.js';
+import { exchangeToken, grantedScopes, refreshTokens } from '../oidc/flows.js';
 import type { TokenDpop } from '../oidc/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
@@ -69,6 +69,21 @@ function tokenOf(credential: Credential): string {
 
 export function missingScopes(route: CompiledRoute, granted: readonly string[]): string[] {
   return route.scopes.filter((s) => !granted.includes(s));
+}
+
+/**
+ * The route's scopes against those the session holds now: its sign-in token's `scope` as the
+ * provider last stated it (a refresh may narrow it: the user withdrew consent), else what sign-in
+ * recorded. Checked on the set the token comes from, after every refresh too.
+ */
+function requireScopes(route: CompiledRoute, auth: AuthData, tokens: TokenSet): void {
+  if (route.scopes.length === 0) return;
+  const missing = missingScopes(route, grantedScopes(auth.scopes, tokens));
+  if (missing.length > 0) {
+    throw new GatewayError('insufficient_scope', {
+      description: `This API requires the scope${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, which this session was not granted.`,
+    });
+  }
 }
 
 /** The route, typed as one with a token exchange when it has one (no copy). */
@@ -141,15 +156,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
   async function userAccessToken(session: LoadedSession, route: CompiledRoute, refused?: Refusal): Promise<string | undefined> {
     const { auth, tokens } = session;
     if (!auth || !tokens?.sealed) throw new GatewayError('login_required');
-    const missing = missingScopes(route, auth.scopes);
-    if (missing.length > 0) {
-      throw new GatewayError('insufficient_scope', {
-        description: `This API requires the scope${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, which this session was not granted.`,
-      });
-    }
     let current: VersionedTokens = { version: tokens.v, tokens: vault.open(session.digest, tokens.sealed) };
     // Unopenable (tampered, or sealed with a key no longer configured): treat as signed out.
     if (!current.tokens) throw new GatewayError('login_required');
+    requireScopes(route, auth, current.tokens);
     // Before any refresh or exchange: a session that cannot call this route gains nothing from one.
     if (route.dpop && !current.tokens.dpopKey) throw notBound();
 
@@ -170,6 +180,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
       }
       const next = renewal(current.tokens as TokenSet, route, auth.sub);
       current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
+      if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;
     if (!token) throw new GatewayError('token_refresh_failed');

@@ -50,6 +50,11 @@ export interface ProviderFront {
   count(method: string, path: string): number;
   /** Resolves once `count` requests matching `predicate` have arrived in all (bounded wait). */
   waitFor(predicate: (req: FrontRequest) => boolean, count?: number, timeoutMs?: number): Promise<void>;
+  /**
+   * The provider's own answer to `req` (an interceptor's request), for the interceptor to edit:
+   * status, content type and body (a provider answering differently from oidc-provider).
+   */
+  ask(req: FrontRequest): Promise<FrontAnswer & { body: Buffer }>;
   /** Replaces the interceptor; undefined forwards everything again. */
   intercept(interceptor: Interceptor | undefined): void;
   /** The port of the provider to forward to, on 127.0.0.1. */
@@ -154,6 +159,26 @@ export async function startProviderFront(): Promise<ProviderFront> {
         }, timeoutMs);
         waiters.add(check);
         check();
+      });
+    },
+    ask(req) {
+      return new Promise((resolve, reject) => {
+        if (target === undefined) return reject(new Error('provider front: no provider to ask'));
+        const search = req.query.toString();
+        const asked = http.request(
+          { host: '127.0.0.1', port: target, method: req.method, path: `${req.path}${search ? `?${search}` : ''}`, headers: req.headers },
+          (answer) => {
+            const chunks: Buffer[] = [];
+            answer.on('data', (c: Buffer) => chunks.push(c));
+            answer.on('end', () => {
+              const type = answer.headers['content-type'];
+              resolve({ status: answer.statusCode ?? 502, headers: type ? { 'content-type': type } : {}, body: Buffer.concat(chunks) });
+            });
+            answer.on('error', reject);
+          },
+        );
+        asked.on('error', reject);
+        asked.end(req.body);
       });
     },
     intercept(next) {
