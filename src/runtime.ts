@@ -15,6 +15,7 @@ import { clientCredentials } from './oidc/flows.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
+import { createRevoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, connectRedis, createRedis, disconnectRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createRedisTransport } from './redis/pubsub.js';
@@ -160,6 +161,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       await registry.end(d, 'revoked');
     },
     onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
+    // Best effort, in the background: the call that refreshed is answered login_required now.
+    onOrphaned: (tokens) => void revokeOrphaned(tokens),
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
       annotateRefresh(tracing, outcome);
@@ -191,6 +194,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
   });
 
+  const revokeOrphaned = createRevoker(provider, logger);
   metrics.watchDependencies({ redis: () => pingRedis(redis), provider: () => provider.isReady() });
 
   const refusals = createRefusalCooldown({ redis, keys });

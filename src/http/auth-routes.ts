@@ -33,7 +33,7 @@ import {
   readCookies,
   requireSignedIn,
 } from './session-cookie.js';
-import { createRevoker } from './revocation.js';
+import { createRevoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
 import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
 import type { NonceSource } from '../oidc/dpop.js';

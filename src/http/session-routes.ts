@@ -17,7 +17,7 @@ import type { SessionRegistry } from '../session/registry.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
-import { createRevoker } from './revocation.js';
+import { createRevoker } from '../oidc/revocation.js';
 
 export interface SessionRouteDeps {
   config: Config;

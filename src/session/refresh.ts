@@ -77,6 +77,12 @@ export interface RefreshCoordinatorOptions {
   onRefresh?: (outcome: RefreshOutcome, report: RefreshReport) => void;
   /** A new token set was stored for this session (the session-event bus tells other instances). */
   onRefreshed?: (digest: string) => void;
+  /**
+   * The provider issued `tokens` for a session that ended while it answered (a logout, a
+   * back-channel logout): nothing holds them, and the session's end revoked only the set it
+   * found, so the owner revokes these (a provider may revoke tokens one by one, not by grant).
+   */
+  onOrphaned?: (tokens: TokenSet) => void;
 }
 
 export interface RefreshCoordinator {
@@ -164,7 +170,10 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       held.lock = undefined;
       throw err;
     }
-    if (result === 'missing') throw new GatewayError('login_required');
+    if (result === 'missing') {
+      options.onOrphaned?.(next);
+      throw new GatewayError('login_required');
+    }
     if (result === 'stale') {
       // Only reachable if our lock lapsed (Redis failed its re-arming) and another process
       // refreshed meanwhile: its newer set wins, ours is discarded.

@@ -6,7 +6,7 @@
  * an SPA waits, so the browser never got its logoutUrl). The revocation still reaches the
  * provider once it answers. Real oidc-provider behind the tampering front, real Redis.
  *
- * Fails if, in src/http/revocation.ts createRevoker, `const timer = setTimeout(resolve, waitMs);`
+ * Fails if, in src/oidc/revocation.ts createRevoker, `const timer = setTimeout(resolve, waitMs);`
  * becomes `const timer = setTimeout(() => undefined, waitMs);`: the answers then wait for the
  * revocation, which the front releases only after 15 s.
  */

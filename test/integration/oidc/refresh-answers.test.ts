@@ -15,6 +15,7 @@ import { isGrant, oauthError, startFrontedProvider, startProviderFront, type Fro
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { digest } from '../../../src/redis/keys.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 const clock = createTestClock();
@@ -187,6 +188,45 @@ describe('a refresh that grants fewer scopes', () => {
     expect(await scopesOf()).not.toContain('email');
     // Routes that need no more than what is left still work, with the refreshed token.
     expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+  });
+});
+
+describe('a refresh answered after the session ended', () => {
+  // Fails if, in session/refresh.ts asHolder, `options.onOrphaned?.(next);` is removed: the
+  // rotated refresh token the provider issued is then never revoked (oidc-provider happens to
+  // revoke the whole grant with the old one; a provider revoking token by token would not).
+  it('revokes the token set the provider issued, which nothing holds', async () => {
+    const s = await signedIn();
+    let issued: string | undefined;
+    let loggedOut!: () => void;
+    const logoutDone = new Promise<void>((resolve) => {
+      loggedOut = resolve;
+    });
+    const bound = setTimeout(loggedOut, 10_000);
+    // The provider answers the refresh at once; its answer reaches the gateway only after the
+    // browser's logout (another tab) has ended the session.
+    front.intercept(async (req) => {
+      if (!isGrant(req, 'refresh_token')) return undefined;
+      const answer = await front.ask(req);
+      issued = (JSON.parse(answer.body.toString('utf8')) as { refresh_token?: string }).refresh_token;
+      await logoutDone;
+      return answer;
+    });
+    try {
+      clock.advance(3600);
+      const call = s.client.get(`${gw.url}/api/x`, { headers: csrf });
+      await eventually('the provider to have answered the refresh', 10_000, () => issued);
+      expect((await s.client.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+      loggedOut();
+      expectErrorBody(await call, 'login_required', 401);
+    } finally {
+      clearTimeout(bound);
+      loggedOut();
+    }
+    expect(issued).toEqual(expect.any(String));
+    await eventually('the issued refresh token to be revoked', 10_000, () =>
+      front.requests.some((r) => r.path === '/token/revocation' && r.form.get('token') === issued) || undefined,
+    );
   });
 });
 

@@ -6,7 +6,7 @@
  * the session alive. Real oidc-provider (it records the jti of each JWT presented for
  * revocation), real Redis, real upstreams.
  *
- * Mutation that fails this file (checked by hand): in src/http/revocation.ts, make
+ * Mutation that fails this file (checked by hand): in src/oidc/revocation.ts, make
  * extraAccessTokens `return [];` (only the refresh and session access tokens are revoked).
  */
 import { decodeJwt } from 'jose';

@@ -1,7 +1,7 @@
 import type { Logger } from '../observability/logger.js';
-import type { ProviderHandle } from '../oidc/client.js';
-import { describeProviderError } from '../oidc/errors.js';
-import { revokeTokens, type GrantedTokens } from '../oidc/flows.js';
+import type { ProviderHandle } from './client.js';
+import { describeProviderError } from './errors.js';
+import { revokeTokens, type GrantedTokens } from './flows.js';
 import type { TokenSet } from '../session/tokens.js';
 
 /** The session's further access tokens: per resource (RFC 8707) and per exchange (RFC 8693). */
