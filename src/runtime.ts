@@ -26,6 +26,7 @@ import { createSessionEvents, type SessionEvents } from './session/events.js';
 import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, type RefreshCoordinator } from './session/refresh.js';
+import type { TokenSet } from './session/tokens.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
 import { RedisSessionStore } from './session/store.js';
 import { createTransactions, type Transactions } from './session/transactions.js';
@@ -150,6 +151,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       vault.forget(d);
       events.publish(d, { type: 'signed-out', reason });
     },
+    onIndexError: (err) => {
+      metrics.redisErrors.inc({ kind: 'command' });
+      logger.warn({ event: 'session_index_cleanup_failed', reason: describeProviderError(err) }, 'an ended session stays in its index until a reader drops it');
+    },
   });
   const coordinator = createRefreshCoordinator({
     redis,
@@ -162,7 +167,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
     onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
     // Best effort, in the background: the call that refreshed is answered login_required now.
-    onOrphaned: (tokens) => void revokeOrphaned(tokens),
+    onOrphaned: (d, tokens) => void revokeOrphan(d, tokens),
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
       annotateRefresh(tracing, outcome);
@@ -194,7 +199,18 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
   });
 
-  const revokeOrphaned = createRevoker(provider, logger);
+  const revoke = createRevoker(provider, logger);
+  async function revokeOrphan(sessionDigest: string, tokens: TokenSet): Promise<void> {
+    try {
+      const revoked = await registry.endedWithRevocation(sessionDigest);
+      logger.info({ event: 'refresh_orphaned', revoked }, 'a refresh was answered after its session ended');
+      if (revoked) await revoke(tokens);
+    } catch {
+      // Redis could not say how the session ended: the tokens are left to expire, as a
+      // session's end revokes nothing it cannot read either.
+      metrics.redisErrors.inc({ kind: 'command' });
+    }
+  }
   metrics.watchDependencies({ redis: () => pingRedis(redis), provider: () => provider.isReady() });
 
   const refusals = createRefusalCooldown({ redis, keys });

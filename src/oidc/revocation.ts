@@ -35,7 +35,14 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
   const failed = (err: unknown) => logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed');
   return function revoke(tokens: (GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>) | undefined): Promise<void> {
     if (!tokens || !provider.isReady()) return Promise.resolve();
-    const done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
+    let done: Promise<void>;
+    try {
+      done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
+    } catch (err) {
+      // Never thrown at the caller: a session's end must not fail for its revocation.
+      failed(err);
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
       timer.unref();

@@ -40,6 +40,8 @@ export interface Keys {
   dpopNonce(originDigest: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
+  /** A session that was ended with its tokens revoked (logout, provider logout), briefly remembered. */
+  revokedSession(sessionDigest: string): string;
 }
 
 export function createKeys(prefix: string): Keys {
@@ -58,5 +60,6 @@ export function createKeys(prefix: string): Keys {
     refusedClientToken: (k) => `${prefix}cc-refused:{${k}}`,
     dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
+    revokedSession: (d) => `${prefix}revoked-sess:{${d}}`,
   };
 }

@@ -78,11 +78,12 @@ export interface RefreshCoordinatorOptions {
   /** A new token set was stored for this session (the session-event bus tells other instances). */
   onRefreshed?: (digest: string) => void;
   /**
-   * The provider issued `tokens` for a session that ended while it answered (a logout, a
-   * back-channel logout): nothing holds them, and the session's end revoked only the set it
-   * found, so the owner revokes these (a provider may revoke tokens one by one, not by grant).
+   * The provider issued `tokens` for a session that ended while it answered: nothing holds
+   * them. When that end revoked the set it found (a logout), the owner revokes these too (a
+   * provider may revoke tokens one by one, not by grant); not after a new sign-in of the same
+   * browser, whose session may hold the same grant.
    */
-  onOrphaned?: (tokens: TokenSet) => void;
+  onOrphaned?: (digest: string, tokens: TokenSet) => void;
 }
 
 export interface RefreshCoordinator {
@@ -171,7 +172,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       throw err;
     }
     if (result === 'missing') {
-      options.onOrphaned?.(next);
+      options.onOrphaned?.(digest, next);
       throw new GatewayError('login_required');
     }
     if (result === 'stale') {

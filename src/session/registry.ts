@@ -43,6 +43,12 @@ export interface SessionRegistry {
    * `reason` is what the session's open streams and event listeners are told (default logout).
    */
   end(sessionDigest: string, reason?: EndReason): Promise<StoredSession | undefined>;
+  /**
+   * Whether the session was ended, within the last minutes, by a logout whose caller revokes its
+   * tokens (logout, provider logout, a user ending it); not by a new sign-in of the same browser
+   * (`replaced`), which may share the provider's grant, nor by a timeout.
+   */
+  endedWithRevocation(sessionDigest: string): Promise<boolean>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /** Ends every session of a provider session (sid) or of a whole user (sub). */
   endByProviderSession(iss: string, sid: string): Promise<EndedSession[]>;
@@ -58,6 +64,8 @@ export interface RegistryOptions {
   clock?: () => number;
   /** Called for each ended session (to close its streams on every instance, session/events.ts). */
   onEnded?: (sessionDigest: string, reason: EndReason) => void;
+  /** An ended session's index entries could not be removed (readers drop them: the record is gone). */
+  onIndexError?: (err: unknown) => void;
 }
 
 const PENDING = 'pending:';
@@ -80,6 +88,11 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
 /** Deletes a user-index entry only if it still holds the value that was read. */
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
+/** The ends whose caller revokes the session's tokens; not `replaced` (the grant may live on) nor `expired`. */
+const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider-logout', 'revoked']);
+/** Longer than any refresh takes (a DPoP refresh with a nonce retry: about 21 s). */
+const REVOKED_MEMORY_SECONDS = 120;
+
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
 
@@ -89,11 +102,21 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
 
   async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
     const stored = await records.peek(sessionDigest);
+    // Before the record goes: a refresh whose compare-and-set then finds it gone finds this too,
+    // and revokes the tokens the provider issued it (runtime.ts, onOrphaned).
+    if (stored && REVOKING.has(reason)) await redis.set(keys.revokedSession(sessionDigest), reason, 'EX', REVOKED_MEMORY_SECONDS);
     await records.remove(sessionDigest);
+    // From here the session is over, whatever fails next: its streams are told on every
+    // instance and its caller revokes its tokens. An index entry left behind points at a record
+    // that is gone, which every reader drops.
     const auth = stored?.auth;
-    if (auth) {
-      await redis.hdel(keys.userSessions(userDigest(auth.iss, auth.sub)), auth.handle);
-      if (auth.sid) await redis.srem(keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest);
+    try {
+      if (auth) {
+        await redis.hdel(keys.userSessions(userDigest(auth.iss, auth.sub)), auth.handle);
+        if (auth.sid) await redis.srem(keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest);
+      }
+    } catch (err) {
+      options.onIndexError?.(err);
     }
     options.onEnded?.(sessionDigest, reason);
     return stored;
@@ -130,6 +153,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
     },
     end,
+    async endedWithRevocation(sessionDigest) {
+      return (await redis.exists(keys.revokedSession(sessionDigest))) === 1;
+    },
     async list(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));
       const listed: ListedSession[] = [];

@@ -192,41 +192,83 @@ describe('a refresh that grants fewer scopes', () => {
 });
 
 describe('a refresh answered after the session ended', () => {
-  // Fails if, in session/refresh.ts asHolder, `options.onOrphaned?.(next);` is removed: the
-  // rotated refresh token the provider issued is then never revoked (oidc-provider happens to
-  // revoke the whole grant with the old one; a provider revoking token by token would not).
-  it('revokes the token set the provider issued, which nothing holds', async () => {
-    const s = await signedIn();
+  /**
+   * The provider answers the session's next refresh at once; its answer reaches the gateway only
+   * once `meanwhile` (another tab ending the session) is done. Resolves to the refresh token the
+   * provider issued, and the proxied call's answer.
+   */
+  async function refreshOutlivedBy(s: SignedIn, meanwhile: () => Promise<void>) {
     let issued: string | undefined;
-    let loggedOut!: () => void;
-    const logoutDone = new Promise<void>((resolve) => {
-      loggedOut = resolve;
+    let done!: () => void;
+    const ended = new Promise<void>((resolve) => {
+      done = resolve;
     });
-    const bound = setTimeout(loggedOut, 10_000);
-    // The provider answers the refresh at once; its answer reaches the gateway only after the
-    // browser's logout (another tab) has ended the session.
+    const bound = setTimeout(done, 10_000);
     front.intercept(async (req) => {
       if (!isGrant(req, 'refresh_token')) return undefined;
       const answer = await front.ask(req);
       issued = (JSON.parse(answer.body.toString('utf8')) as { refresh_token?: string }).refresh_token;
-      await logoutDone;
+      await ended;
       return answer;
     });
     try {
       clock.advance(3600);
-      const call = s.client.get(`${gw.url}/api/x`, { headers: csrf });
+      // The call comes from another tab: its answer (401, clearing the cookie) must not touch
+      // the cookie the browser holds by then (see the README's changelog on this race).
+      const tab = new BrowserClient();
+      tab.setCookie(gw.url, gw.config.derived.sessionCookieName, s.cookie);
+      const call = tab.get(`${gw.url}/api/x`, { headers: csrf });
       await eventually('the provider to have answered the refresh', 10_000, () => issued);
-      expect((await s.client.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
-      loggedOut();
-      expectErrorBody(await call, 'login_required', 401);
+      await meanwhile();
+      done();
+      const answered = await call;
+      expect(issued).toEqual(expect.any(String));
+      return { issued: issued as string, answered };
     } finally {
       clearTimeout(bound);
-      loggedOut();
+      done();
     }
-    expect(issued).toEqual(expect.any(String));
-    await eventually('the issued refresh token to be revoked', 10_000, () =>
-      front.requests.some((r) => r.path === '/token/revocation' && r.form.get('token') === issued) || undefined,
+  }
+
+  /** The gateway's decision about the orphaned tokens: its log line, the first after `since` lines. */
+  const orphanLine = (since: number) =>
+    eventually('the gateway to decide about the orphaned tokens', 10_000, () =>
+      gw.logs
+        .slice(since)
+        .map((l) => JSON.parse(l) as { event?: string; revoked?: boolean })
+        .find((l) => l.event === 'refresh_orphaned'),
     );
+  const revocationOf = (token: string) => front.requests.some((r) => r.path === '/token/revocation' && r.form.get('token') === token);
+
+  // Fails if, in session/refresh.ts asHolder, `options.onOrphaned?.(digest, next);` is removed: the
+  // rotated refresh token the provider issued is then never revoked (oidc-provider happens to
+  // revoke the whole grant with the old one; a provider revoking token by token would not).
+  it('after a logout: revokes the token set the provider issued, which nothing holds', async () => {
+    const s = await signedIn();
+    const since = gw.logs.length;
+    const { issued, answered } = await refreshOutlivedBy(s, async () => {
+      expect((await s.client.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+    });
+    expectErrorBody(answered, 'login_required', 401);
+    expect(await orphanLine(since)).toMatchObject({ revoked: true });
+    await eventually('the issued refresh token to be revoked', 10_000, () => revocationOf(issued) || undefined);
+  });
+
+  // Fails if, in runtime.ts revokeOrphan, `if (revoked) await revoke(tokens);` loses its `if (revoked)`:
+  // the old session's orphaned refresh token is revoked, and with it (oidc-provider revokes by
+  // grant, and a browser signing in again gets the same grant) the new session's.
+  it('after the same browser signed in again: revokes nothing, and the new session keeps its grant', async () => {
+    const s = await signedIn();
+    const since = gw.logs.length;
+    const { issued } = await refreshOutlivedBy(s, async () => {
+      await signIn(s.client, gw.url);
+    });
+    expect(await orphanLine(since)).toMatchObject({ revoked: false });
+    expect(revocationOf(issued)).toBe(false);
+    const cookie = s.client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;
+    const renewed = (await tokensOfSession(gw, cookie))?.refreshToken as string;
+    expect((await provider.introspect(renewed)).active).toBe(true);
+    expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
   });
 });
 

@@ -10,7 +10,9 @@ import { completeAtProvider, signIn, startLogin } from '../../support/drive-logi
 import * as calls from '../../support/session-calls.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { expectErrorBody } from '../../support/assertions.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { openStream } from '../../support/live-streams.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 
@@ -89,5 +91,55 @@ describe('sign-in', () => {
     expect(await userStatus(client)).toBe(200);
     const sessions = await client.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf });
     expect(sessions.json<unknown[]>()).toHaveLength(1);
+  });
+});
+
+describe('ending a session while Redis refuses its index cleanup', () => {
+  const cookieHeader = (client: BrowserClient) =>
+    Object.entries(client.cookies(stack.gateway.url))
+      .map(([name, value]) => `${name}=${value}`)
+      .join('; ');
+  const refreshTokenOf = async (client: BrowserClient) =>
+    (await tokensOfSession(stack.gateway, client.cookies(stack.gateway.url)[stack.config.derived.sessionCookieName] as string))?.refreshToken as string;
+
+  // Both fail if, in session/registry.ts end, the index cleanup's catch rethrows (`throw err;`
+  // for `options.onIndexError?.(err);`): the record was gone, but the call answered 503, the open
+  // stream was never told, the tokens never revoked, a retried DELETE answered 404 and a retried
+  // logout gave no end-session URL.
+  it('DELETE /auth/sessions/{id}: 204, the ended session\'s stream is told, its tokens revoked, its entry dropped at the next listing', async () => {
+    const phone = await signedInAs('alice');
+    const laptop = await signedInAs('alice');
+    const phoneToken = await refreshTokenOf(phone);
+    const stream = await openStream(`${stack.gateway.url}/auth/events`, { cookie: cookieHeader(phone), 'sec-fetch-site': 'same-origin' });
+    try {
+      expect(stream.status).toBe(200);
+      const listed = (await phone.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf })).json<Array<{ id: string; current: boolean }>>();
+      const phoneSession = listed.find((s) => s.current)?.id as string;
+      const before = (await laptop.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf })).json<unknown[]>().length;
+
+      // Ending a session removes its user-index entry with HDEL (session/registry.ts end).
+      await deny('hdel');
+      const res = await laptop.request('DELETE', `${stack.gateway.url}/auth/sessions/${phoneSession}`, { headers: csrf });
+      await allow('hdel');
+      expect(res.status).toBe(204);
+      expect(JSON.parse((await stream.waitForEvent('signed-out', 10_000)).data)).toMatchObject({ reason: 'revoked' });
+      expect(await userStatus(phone)).toBe(401);
+      await eventually('the phone\'s refresh token to be revoked', 10_000, async () => !(await stack.provider.introspect(phoneToken)).active || undefined);
+      const left = (await laptop.get(`${stack.gateway.url}/auth/sessions`, { headers: csrf })).json<Array<{ id: string }>>();
+      expect(left).toHaveLength(before - 1);
+      expect(left.map((s) => s.id)).not.toContain(phoneSession);
+    } finally {
+      stream.destroy();
+    }
+  });
+
+  it('POST /auth/logout: 200 with the provider\'s end-session URL, the session gone', async () => {
+    const alice = await signedInAs('alice');
+    await deny('hdel');
+    const res = await alice.post(`${stack.gateway.url}/auth/logout`, { headers: csrf });
+    await allow('hdel');
+    expect(res.status).toBe(200);
+    expect(res.json<{ logoutUrl: string }>().logoutUrl).toContain('id_token_hint=');
+    expect(await userStatus(alice)).toBe(401);
   });
 });
