@@ -15,8 +15,15 @@ export interface IdTokenChecks {
   now?: () => number;
 }
 
+/**
+ * An ID token's `typ`, when present: the generic JWT types (OIDC Core defines none of its own).
+ * Any other type names another kind of token signed by the same key (an `at+jwt` access token,
+ * a `logout+jwt`) presented as an ID token: refused (RFC 8725 §3.11), whatever its claims.
+ */
+const ID_TOKEN_TYP: ReadonlySet<string> = new Set(['jwt', 'application/jwt']);
+
 export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, checks: IdTokenChecks): Promise<JWTPayload> {
-  const { payload } = await jwtVerify(idToken, jwks, {
+  const { payload, protectedHeader } = await jwtVerify(idToken, jwks, {
     issuer: checks.issuer,
     audience: checks.clientId,
     algorithms: [...checks.algorithms],
@@ -24,6 +31,10 @@ export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, chec
     requiredClaims: ['iat', 'exp', 'sub'],
     ...(checks.now ? { currentDate: new Date(checks.now()) } : {}),
   });
+  const typ: unknown = protectedHeader.typ;
+  if (typ !== undefined && (typeof typ !== 'string' || !ID_TOKEN_TYP.has(typ.toLowerCase()))) {
+    throw new Error('ID token typ names another kind of token');
+  }
   // jose checks iat only together with maxTokenAge: an ID token "issued" in the future is
   // refused here (OIDC Core §3.1.3.7 step 10).
   const nowSeconds = Math.floor((checks.now?.() ?? Date.now()) / 1000);

@@ -119,6 +119,21 @@ describe('ID token claims and signatures (the provider publishes one RSA and one
     await expectSignedIn(rig, await signInWith(signedWith(rsa)));
   });
 
+  it.each<[string, string | null]>([
+    ['untyped', null],
+    ['typed JWT', 'JWT'],
+    ['typed application/jwt', 'application/jwt'],
+  ])('an ID token %s signs in (providers differ)', async (_name, typ) => {
+    await expectSignedIn(rig, await signInWith(signedWith(rsa, { typ })));
+  });
+
+  // Fails if, in src/oidc/id-token.ts verifyIdToken, the typ check goes
+  // (`if (typ !== undefined && ...) throw`): an access token or logout token the provider signed,
+  // with the right claims, passed as an ID token.
+  it.each(['at+jwt', 'application/at+jwt', 'logout+jwt', 'dpop+jwt'])('an ID token typed %s (another kind of token) is refused', async (typ) => {
+    expectRefused(await signInWith(signedWith(rsa, { typ })));
+  });
+
   it('oidcc-client-test-invalid-iss: an iss naming another issuer is refused', async () => {
     expectRefused(await signInWith(signedWith(rsa), { iss: 'https://attacker.example' }));
   });

@@ -47,12 +47,18 @@ export function changed(claims: Claims, changes: Claims): Claims {
 
 export type Forge = (claims: Claims) => Promise<string>;
 
-/** Signed by `k`, with its kid in the header unless `kid` says otherwise (null: no kid). */
+/**
+ * Signed by `k`, with its kid in the header unless `kid` says otherwise (null: no kid), typed
+ * `JWT` unless `typ` says otherwise (null: no typ).
+ */
 export const signedWith =
-  (k: SigningKey, header: { kid?: string | null } = {}): Forge =>
+  (k: SigningKey, header: { kid?: string | null; typ?: string | null } = {}): Forge =>
   (claims) => {
     const kid = header.kid === undefined ? k.kid : (header.kid ?? undefined);
-    return new SignJWT(claims).setProtectedHeader({ alg: k.alg, typ: 'JWT', ...(kid !== undefined ? { kid } : {}) }).sign(k.key);
+    const typ = header.typ === undefined ? 'JWT' : (header.typ ?? undefined);
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: k.alg, ...(typ !== undefined ? { typ } : {}), ...(kid !== undefined ? { kid } : {}) })
+      .sign(k.key);
   };
 
 export const unsecured: Forge = async (claims) => {
