@@ -152,8 +152,20 @@ export function isFetchFailure(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TypeError' && (err as { cause?: unknown }).cause !== undefined;
 }
 
+/**
+ * The provider timeout cut the call: openid-client's OAUTH_TIMEOUT before the head came, or,
+ * once a head came and the body stalled, the signal's TimeoutError (a DOMException) under the
+ * parse error it caused (ClientError → OperationProcessingError → TimeoutError). The causes are
+ * walked a few deep, never endlessly.
+ */
 function isTimeout(err: unknown): boolean {
-  return err instanceof Error && (err as { code?: string }).code === 'OAUTH_TIMEOUT';
+  let at: unknown = err;
+  for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
+    const { code, name, cause } = at as { code?: unknown; name?: unknown; cause?: unknown };
+    if (code === 'OAUTH_TIMEOUT' || name === 'TimeoutError') return true;
+    at = cause;
+  }
+  return false;
 }
 
 /**

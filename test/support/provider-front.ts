@@ -34,6 +34,24 @@ export interface FrontAnswer {
   body?: string | Buffer;
   /** Cut the connection instead of answering (a provider host that resets). */
   reset?: true;
+  /** Send the head at once, then the body a byte every this many ms (a provider stalling mid-answer). */
+  dripMs?: number;
+}
+
+function drip(res: http.ServerResponse, answer: FrontAnswer & { dripMs: number }): void {
+  const body = Buffer.from(answer.body ?? '');
+  res.writeHead(answer.status, answer.headers);
+  let sent = 0;
+  const timer = setInterval(() => {
+    if (sent >= body.length) {
+      clearInterval(timer);
+      res.end();
+      return;
+    }
+    res.write(body.subarray(sent, sent + 1));
+    sent += 1;
+  }, answer.dripMs);
+  res.on('close', () => clearInterval(timer));
 }
 
 /**
@@ -128,6 +146,8 @@ export async function startProviderFront(): Promise<ProviderFront> {
         const answer = await interceptor?.(seen);
         if (answer?.reset) {
           req.socket.destroy();
+        } else if (answer?.dripMs !== undefined) {
+          drip(res, { ...answer, dripMs: answer.dripMs });
         } else if (answer) {
           res.writeHead(answer.status, answer.headers).end(answer.body);
         } else if (target === undefined) {

@@ -27,7 +27,7 @@ import { isGrant, oauthError, type FrontAnswer, type Interceptor, type ProviderF
 import { expectErrorBody } from '../../support/assertions.js';
 
 const csrf = { 'x-csrf': '1' };
-/** The gateway's provider timeout (oidc/client.ts createProviderHandle default), plus slack. */
+/** The gateway's provider timeout (oidc/client.ts createProviderHandle default, 10 s), plus slack. */
 const JWKS_TIMEOUT_TEST_MS = 30_000;
 
 let stack: FrontedStack;
@@ -69,6 +69,25 @@ describe('the token endpoint fails during the callback', () => {
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
   });
 
+  // Fails if, in src/oidc/errors.ts isTimeout, `|| name === 'TimeoutError'` is removed: the
+  // timeout that cut the body came as a DOMException under a parse error, not as
+  // openid-client's OAUTH_TIMEOUT, and was answered as the user's 400.
+  it(
+    'a head at once, then a body that stalls: 503 provider_unavailable once the provider timeout cuts it',
+    async () => {
+      const stalling: FrontAnswer = {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ access_token: 'a'.repeat(64), token_type: 'Bearer', expires_in: 300 }),
+        dripMs: 1000,
+      };
+      const { answer, client } = await callbackWith(tokenEndpoint(stalling));
+      expectErrorBody(answer, 'provider_unavailable', 503);
+      expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+    },
+    JWKS_TIMEOUT_TEST_MS,
+  );
+
   it.each<[string, FrontAnswer]>([
     ['400 invalid_grant', oauthError(400, 'invalid_grant', 'code expired')],
     ['400 with an HTML page', html(400)],
@@ -103,7 +122,7 @@ describe("the provider's keys do not answer during the callback", () => {
 /** A new signing key first behind the front, the old ones still published. */
 const rotateKey = async (kid: string) => stack.rotateTo(await newSigningKey(kid));
 
-/** Refetches for unknown kids, all kids together, are at least 1 s apart (oidc/client.ts DEFAULT_REFETCH). */
+/** Refetches for unknown kids, all kids together, are at least 1 s apart (oidc/jwks.ts DEFAULT_REFETCH). */
 const pastRefetchInterval = () => new Promise((resolve) => setTimeout(resolve, 1100));
 
 describe("the provider's keys answer with something other than a key set when refetched for a new kid", () => {
