@@ -261,8 +261,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
-      // Before Redis is closed: token sets still waiting for Redis get one last write (their
-      // rotated refresh token is the only valid one), and their refresh locks are released.
+      // Before Redis is closed: refreshes under way are waited for (bounded), token sets still
+      // waiting for Redis get one last write (their rotated refresh token is the only valid
+      // one), and their refresh locks are released.
+      if (coordinator.refreshing > 0) logger.info({ event: 'shutdown_refreshes', refreshing: coordinator.refreshing }, 'waiting for the refreshes under way');
       await coordinator.close();
       held.close();
       await events.close();

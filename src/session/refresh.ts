@@ -73,6 +73,11 @@ export interface RefreshCoordinatorOptions {
   pollIntervalMs?: number;
   /** How often a token set Redis did not take is retried (default 1 s). */
   unsavedRetryMs?: number;
+  /**
+   * How long close() waits for refreshes under way (default 15 s: the provider timeout and a
+   * Redis command). A provider answer that comes later is lost with its rotated refresh token.
+   */
+  closeWaitMs?: number;
   /** Called once per coordinated refresh (not per waiting request); never given a token. */
   onRefresh?: (outcome: RefreshOutcome, report: RefreshReport) => void;
   /** A new token set was stored for this session (the session-event bus tells other instances). */
@@ -99,7 +104,13 @@ export interface RefreshCoordinator {
 export interface OwnedRefreshCoordinator extends RefreshCoordinator {
   /** Token sets issued by the provider and still waiting for Redis. */
   readonly unsaved: Pick<UnsavedRefreshes, 'size'>;
-  /** Writes the kept sets one last time and releases their locks: call it before Redis is closed. */
+  /** Refreshes under way in this process. */
+  readonly refreshing: number;
+  /**
+   * Waits (bounded) for the refreshes under way, whose provider answer holds the only valid
+   * refresh token once it comes, then writes the kept sets one last time and releases their
+   * locks: call it before Redis is closed.
+   */
   close(): Promise<void>;
 }
 
@@ -108,6 +119,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const lockTtlMs = options.lockTtlMs ?? 15_000;
   const maxWaitMs = options.maxWaitMs ?? 12_000;
   const pollIntervalMs = options.pollIntervalMs ?? 50;
+  const closeWaitMs = options.closeWaitMs ?? 15_000;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
@@ -243,6 +255,19 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       return promise;
     },
     unsaved,
-    close: () => unsaved.close(),
+    get refreshing() {
+      return inFlight.size;
+    },
+    async close() {
+      if (inFlight.size > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        const bound = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, closeWaitMs);
+        });
+        await Promise.race([Promise.allSettled([...inFlight.values()]), bound]);
+        clearTimeout(timer);
+      }
+      await unsaved.close();
+    },
   };
 }

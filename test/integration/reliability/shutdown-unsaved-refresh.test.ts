@@ -24,6 +24,8 @@ import { startRedisServer, type RedisServer } from '../../support/redis-server.j
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { digest } from '../../../src/redis/keys.js';
+import { eventually } from '../../support/wait.js';
+import type { Config } from '../../../src/config/load.js';
 
 const csrf = { 'x-csrf': '1' };
 const clock = createTestClock();
@@ -35,6 +37,7 @@ let upstream: Upstream;
 let gw: TestGateway | undefined;
 /** Another instance on the same Redis, to look at what the closed one left. */
 let other: TestGateway;
+let config: Config;
 
 beforeAll(async () => {
   redis = await startRedisServer();
@@ -43,7 +46,7 @@ beforeAll(async () => {
   front = await startProviderFront();
   const reserved = await reserveServer();
   provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
-  const config = buildTestConfig({
+  config = buildTestConfig({
     issuer: front.url,
     publicUrl: reserved.url,
     redisUrl: redis.url,
@@ -63,6 +66,46 @@ afterAll(async () => {
   admin?.disconnect();
   await redis?.close();
 });
+
+// Fails if, in session/refresh.ts close, the wait for the refreshes under way goes (the body
+// back to `await unsaved.close();`): the gateway closed Redis while the provider was answering,
+// the rotated set it then issued was never written, and the session's next refresh (with the
+// spent refresh token) signed the user out.
+it('waits, when closed, for a refresh under way: the set the provider issues meanwhile is written and the session lives on', async () => {
+  const closing = await startTestGateway(config, undefined, { clock });
+  const client = new BrowserClient({ timeoutMs: 10_000 });
+  await signIn(client, (gw as TestGateway).url);
+  const name = config.derived.sessionCookieName;
+  const cookie = client.cookies((gw as TestGateway).url)[name] as string;
+  const before = await tokensOfSession(other, cookie);
+  expect(before?.refreshToken).toEqual(expect.any(String));
+
+  // The refresh grant is held at the front until the closing gateway says it waits for it.
+  clock.advance((before?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  const waiting = () => closing.logs.some((l) => l.includes('"event":"shutdown_refreshes"'));
+  const grants = () => front.requests.filter((r) => isGrant(r, 'refresh_token')).length;
+  const grantsBefore = grants();
+  front.intercept(async (req) => {
+    if (isGrant(req, 'refresh_token')) await eventually('the gateway to wait for the refresh', 10_000, () => waiting() || undefined).catch(() => undefined);
+    return undefined;
+  });
+  try {
+    const caller = new BrowserClient({ timeoutMs: 10_000 });
+    caller.setCookie(closing.url, name, cookie);
+    const call = caller.get(`${closing.url}/api/echo`, { headers: csrf }).catch(() => undefined);
+    await eventually('the refresh grant to reach the front', 10_000, () => grants() > grantsBefore || undefined);
+    await closing.close();
+    await call;
+  } finally {
+    front.intercept(undefined);
+  }
+  expect(waiting()).toBe(true);
+  const after = await tokensOfSession(other, cookie);
+  expect(after?.refreshToken).not.toBe(before?.refreshToken);
+  const elsewhere = new BrowserClient();
+  elsewhere.setCookie(other.url, name, cookie);
+  expect((await elsewhere.get(`${other.url}/api/echo`, { headers: csrf })).status).toBe(200);
+}, 30_000);
 
 it('writes a refreshed token set still waiting for Redis when the gateway is closed, and releases its refresh lock', async () => {
   const closing = gw as TestGateway;
