@@ -14,6 +14,7 @@ import type { Config } from './config/load.js';
 import { createMetricsApp } from './http/metrics-server.js';
 import type { Logger } from './observability/logger.js';
 import { clusterMetricsSource } from './observability/metrics.js';
+import { REFRESH_CLOSE_WAIT_MS } from './session/refresh.js';
 
 /** Messages between a worker and the primary (besides prom-client's own). */
 export const METRICS_REQUEST = 'bff:metrics-request';
@@ -122,10 +123,11 @@ export async function startSupervisor(config: Config, count: number, logger: Log
       const workers = [...startedAt.keys()];
       const exited = Promise.all(workers.map((w) => (w.isDead() ? Promise.resolve() : new Promise<void>((resolve) => w.once('exit', () => resolve())))));
       for (const worker of workers) worker.process.kill('SIGTERM');
-      // Each worker bounds its own drain by shutdownTimeoutSeconds; one that hangs anyway is killed.
+      // Each worker bounds its own drain by shutdownTimeoutSeconds, then its wait for refreshes
+      // under way (session/refresh.ts); one that hangs anyway is killed.
       const bound = setTimeout(() => {
         for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');
-      }, (config.server.shutdownTimeoutSeconds + 5) * 1000);
+      }, config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000);
       await exited;
       clearTimeout(bound);
       await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));

@@ -59,6 +59,9 @@ export interface RefreshReport extends RefreshContext {
   error?: unknown;
 }
 
+/** How long close() waits for refreshes under way, by default (the supervisor allows for it). */
+export const REFRESH_CLOSE_WAIT_MS = 15_000;
+
 export interface RefreshCoordinatorOptions {
   redis: RedisClient;
   keys: Keys;
@@ -119,7 +122,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const lockTtlMs = options.lockTtlMs ?? 15_000;
   const maxWaitMs = options.maxWaitMs ?? 12_000;
   const pollIntervalMs = options.pollIntervalMs ?? 50;
-  const closeWaitMs = options.closeWaitMs ?? 15_000;
+  const closeWaitMs = options.closeWaitMs ?? REFRESH_CLOSE_WAIT_MS;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
