@@ -50,8 +50,21 @@ export async function tokenEndpointHandle(provider: ProviderState, dpop: TokenDp
  * provider that ignores the proof and issues a bearer token is refused rather than silently
  * downgraded: the route was configured for sender-constrained tokens.
  */
-export function requireBound(response: { token_type?: string }, code: 'invalid_request' | 'token_refresh_failed' | 'login_required'): void {
+export function requireBound(response: { token_type?: string }, code: TokenTypeRefusal): void {
   if (response.token_type?.toLowerCase() !== 'dpop') {
     throw new GatewayError(code, { description: 'The provider did not issue a DPoP-bound token.' });
+  }
+}
+
+type TokenTypeRefusal = 'invalid_request' | 'token_refresh_failed' | 'login_required';
+
+/**
+ * The other way round: a session without a DPoP key can only send bearer tokens. A DPoP-bound
+ * token (issued without a proof: RFC 9449 §5 forbids it) sent as `Bearer` fails at every API,
+ * so it is refused where it is issued, as requireBound refuses a bearer token.
+ */
+export function requireBearer(response: { token_type?: string }, code: TokenTypeRefusal): void {
+  if (response.token_type?.toLowerCase() !== 'bearer') {
+    throw new GatewayError(code, { description: 'The provider did not issue a bearer token.' });
   }
 }

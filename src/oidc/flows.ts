@@ -9,7 +9,7 @@ import { fromCallbackError, fromClientCredentialsError, fromExchangeError, fromR
 import { authorizationUrl, loginParameters, usePushedRequest, type AuthenticationAsked, type LoginParams } from './authorization-request.js';
 import { checkAuthentication, type Authentication } from './authentication-checks.js';
 import { verifyIdToken } from './id-token.js';
-import { requireBound, tokenEndpointHandle, type TokenDpop } from './dpop.js';
+import { requireBearer, requireBound, tokenEndpointHandle, type TokenDpop } from './dpop.js';
 import type { ProviderState } from './client.js';
 
 export interface AuthorizationRequest {
@@ -119,6 +119,7 @@ export async function completeAuthorization(
       idTokenExpected: true,
     }, undefined, dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined);
     if (dpop) requireBound(response, 'invalid_request');
+    else requireBearer(response, 'invalid_request');
     if (!response.id_token) throw new GatewayError('invalid_request');
     const payload = await verifyIdToken(response.id_token, provider.jwks, {
       issuer: provider.metadata.issuer,
@@ -168,10 +169,13 @@ export async function refreshTokens(
       params,
       dpop ? { DPoP: await tokenEndpointHandle(provider, dpop) } : undefined,
     );
-    // A provider answering a refresh with a bearer token: the set is unusable on a DPoP-bound
-    // session. Without a new refresh token, keep the session and try again later; with one, the
-    // old one was rotated away (spent), so the grant cannot go on: sign in again.
-    if (dpop) requireBound(response, response.refresh_token ? 'login_required' : 'token_refresh_failed');
+    // A provider answering a refresh with a bearer token on a DPoP-bound session, or a bound
+    // token on a bearer one: the set is unusable. Without a new refresh token, keep the session
+    // and try again later; with one, the old one was rotated away (spent), so the grant cannot
+    // go on: sign in again.
+    const unusable = response.refresh_token ? 'login_required' : 'token_refresh_failed';
+    if (dpop) requireBound(response, unusable);
+    else requireBearer(response, unusable);
     const claims = response.claims();
     if (claims && claims.sub !== expectedSub) throw new GatewayError('login_required');
     return granted(response, clock, current);

@@ -8,7 +8,7 @@
  * the session's public handle and no token.
  */
 import { BrowserClient } from '../../support/browser-client.js';
-import { signIn } from '../../support/drive-login.js';
+import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
 import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
 import { isGrant, oauthError, startFrontedProvider, startProviderFront, type FrontAnswer, type ProviderFront } from '../../support/provider-front.js';
@@ -269,6 +269,38 @@ describe('a refresh answered after the session ended', () => {
     const renewed = (await tokensOfSession(gw, cookie))?.refreshToken as string;
     expect((await provider.introspect(renewed)).active).toBe(true);
     expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+  });
+});
+
+describe('a token of the wrong type for a bearer session', () => {
+  /** The provider's own answer to `grantType`, its token_type changed to DPoP (issued without a proof). */
+  const boundAnswers = (grantType: string) =>
+    front.intercept(async (req) => {
+      if (!isGrant(req, grantType)) return undefined;
+      const answer = await front.ask(req);
+      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return { ...answer, body: JSON.stringify({ ...body, token_type: 'DPoP' }) };
+    });
+
+  // Both fail if, in src/oidc/flows.ts, `else requireBearer(...)` is removed from
+  // completeAuthorization or from refreshTokens: the DPoP-bound token was kept and sent as
+  // Bearer, which no API accepts, on every call.
+  it('at the callback: 400 invalid_request, no session', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url);
+    const callbackUrl = await completeAtProvider(client, authorizeUrl);
+    boundAnswers('authorization_code');
+    expectErrorBody(await client.get(callbackUrl, { headers: { accept: 'application/json' } }), 'invalid_request', 400);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  });
+
+  it('at a refresh that rotated the refresh token: 401 login_required (the grant cannot go on), the upstream not called', async () => {
+    const s = await signedIn();
+    boundAnswers('refresh_token');
+    clock.advance(3600);
+    upstream.reset();
+    expectErrorBody(await s.client.get(`${gw.url}/api/x`, { headers: csrf }), 'login_required', 401);
+    expect(upstream.requests).toHaveLength(0);
   });
 });
 
