@@ -28,6 +28,7 @@ import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
+import { isSessionGone } from '../session/refresh.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {
@@ -182,10 +183,12 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   /**
    * A session whose grant is gone (or that no longer opens) should not keep its cookie.
    * `sentCookie`: the browser sent one (read before forwarding: the forwarded headers no longer
-   * carry the gateway's cookies).
+   * carry the gateway's cookies). A session that something else ended (isSessionGone) keeps it:
+   * the browser may have signed in again meanwhile, and this late answer's clearing Set-Cookie
+   * would delete the new session's cookie, which has the same name.
    */
   function forgetCookieIfSignedOut(res: ServerResponse, err: unknown, sentCookie: boolean): void {
-    if (sentCookie && err instanceof GatewayError && err.code === 'login_required' && !res.headersSent) clearSessionCookie(res, config);
+    if (sentCookie && err instanceof GatewayError && err.code === 'login_required' && !isSessionGone(err) && !res.headersSent) clearSessionCookie(res, config);
   }
 
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {

@@ -209,6 +209,6 @@ export function createSessionReader(config: Config, records: SessionRecords): Se
       // withStore (redis/errors.ts) without its closure per call: a Redis failure is a 503.
       throw storeUnavailable(err);
     }
-    return { digest: cookie.digest, auth: view?.auth, tokens: view?.tokens };
+    return { digest: cookie.digest, auth: view?.auth, tokens: view?.tokens, gone: view === undefined };
   };
 }

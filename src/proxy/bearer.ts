@@ -15,7 +15,7 @@ import { exchangeToken, grantedScopes, refreshTokens } from '../oidc/flows.js';
 import type { TokenDpop } from '../oidc/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
-import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
+import { sessionGone, type RefreshCoordinator, type RefreshFn } from '../session/refresh.js';
 import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
 import type { ClientTokens } from './client-token.js';
@@ -30,6 +30,11 @@ export interface LoadedSession {
   digest: string;
   auth: Readonly<AuthData> | undefined;
   tokens: Readonly<SealedTokens> | undefined;
+  /**
+   * No record at all (never was, or ended: a logout elsewhere, a new sign-in of the same
+   * browser, a timeout), as against one that reads but holds no usable sign-in.
+   */
+  gone?: boolean;
 }
 
 export interface CredentialDeps {
@@ -155,6 +160,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
   function userAccessToken(session: LoadedSession, route: CompiledRoute, refused: Refusal): Promise<string | undefined>;
   async function userAccessToken(session: LoadedSession, route: CompiledRoute, refused?: Refusal): Promise<string | undefined> {
     const { auth, tokens } = session;
+    if (session.gone) throw sessionGone();
     if (!auth || !tokens?.sealed) throw new GatewayError('login_required');
     let current: VersionedTokens = { version: tokens.v, tokens: vault.open(session.digest, tokens.sealed) };
     // Unopenable (tampered, or sealed with a key no longer configured): treat as signed out.

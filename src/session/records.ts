@@ -97,6 +97,12 @@ export interface SessionRecordsOptions {
   observe?: RedisObserver;
 }
 
+/**
+ * A record that is there but does not verify (tampered, or its auth sealed with a key no longer
+ * configured): signed out like no record, but not gone (the cookie is this browser's own, dead).
+ */
+export const UNREADABLE_VIEW: SessionView = Object.freeze({ auth: undefined, tokens: undefined });
+
 function freezeView(session: StoredSession): SessionView {
   const auth = session.auth ? Object.freeze({ ...session.auth, scopes: Object.freeze([...session.auth.scopes]) }) : undefined;
   const tokens = session.tokens.sealed ? Object.freeze({ ...session.tokens }) : undefined;
@@ -115,7 +121,11 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
 
   async function finish(digest: string, text: string | null): Promise<StoredSession | undefined> {
     if (text === null) return undefined;
-    const session = codec.deserialize(digest, text);
+    return live(digest, codec.deserialize(digest, text));
+  }
+
+  /** The session unless it outlived the absolute timeout (then it is deleted). */
+  async function live(digest: string, session: StoredSession | undefined): Promise<StoredSession | undefined> {
     if (!session) return undefined;
     if (outlivedAbsolute(session)) {
       await redis.del(keys.session(digest));
@@ -144,7 +154,9 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     return decodeView(digest, raw);
   }
   async function decodeView(digest: string, raw: Buffer): Promise<SessionView | undefined> {
-    const session = await finish(digest, raw.toString('utf8'));
+    const stored = codec.deserialize(digest, raw.toString('utf8'));
+    if (!stored) return UNREADABLE_VIEW;
+    const session = await live(digest, stored);
     if (!session) return undefined;
     const view = freezeView(session);
     if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);

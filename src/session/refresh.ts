@@ -59,6 +59,20 @@ export interface RefreshReport extends RefreshContext {
   error?: unknown;
 }
 
+const GONE = Symbol('session-gone');
+
+/**
+ * login_required because the session's record is gone: something else ended it (a logout
+ * elsewhere, a new sign-in of the same browser, a timeout) before or while this call ran. The
+ * cookie the call came with may no longer be the browser's: the new session's has the same name
+ * (http/proxy-routes.ts leaves it alone).
+ */
+export function sessionGone(): GatewayError {
+  return Object.assign(new GatewayError('login_required'), { [GONE]: true as const });
+}
+
+export const isSessionGone = (err: unknown): boolean => err instanceof GatewayError && (err as { [GONE]?: true })[GONE] === true;
+
 /** How long close() waits for refreshes under way, by default (the supervisor allows for it). */
 export const REFRESH_CLOSE_WAIT_MS = 15_000;
 
@@ -136,7 +150,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   }
 
   function newerThan(latest: VersionedTokens | undefined, seen: VersionedTokens): VersionedTokens | undefined {
-    if (!latest) throw new GatewayError('login_required');
+    if (!latest) throw sessionGone();
     if (latest.version === seen.version) return undefined;
     if (!latest.tokens) throw new GatewayError('login_required');
     return latest;
@@ -188,7 +202,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     }
     if (result === 'missing') {
       options.onOrphaned?.(digest, next);
-      throw new GatewayError('login_required');
+      throw sessionGone();
     }
     if (result === 'stale') {
       // Only reachable if our lock lapsed (Redis failed its re-arming) and another process

@@ -197,7 +197,7 @@ describe('a refresh answered after the session ended', () => {
    * once `meanwhile` (another tab ending the session) is done. Resolves to the refresh token the
    * provider issued, and the proxied call's answer.
    */
-  async function refreshOutlivedBy(s: SignedIn, meanwhile: () => Promise<void>) {
+  async function refreshOutlivedBy(s: SignedIn, meanwhile: () => Promise<void>, caller: BrowserClient = s.client) {
     let issued: string | undefined;
     let done!: () => void;
     const ended = new Promise<void>((resolve) => {
@@ -213,11 +213,7 @@ describe('a refresh answered after the session ended', () => {
     });
     try {
       clock.advance(3600);
-      // The call comes from another tab: its answer (401, clearing the cookie) must not touch
-      // the cookie the browser holds by then (see the README's changelog on this race).
-      const tab = new BrowserClient();
-      tab.setCookie(gw.url, gw.config.derived.sessionCookieName, s.cookie);
-      const call = tab.get(`${gw.url}/api/x`, { headers: csrf });
+      const call = caller.get(`${gw.url}/api/x`, { headers: csrf });
       await eventually('the provider to have answered the refresh', 10_000, () => issued);
       await meanwhile();
       done();
@@ -256,13 +252,19 @@ describe('a refresh answered after the session ended', () => {
 
   // Fails if, in runtime.ts revokeOrphan, `if (revoked) await revoke(tokens);` loses its `if (revoked)`:
   // the old session's orphaned refresh token is revoked, and with it (oidc-provider revokes by
-  // grant, and a browser signing in again gets the same grant) the new session's.
-  it('after the same browser signed in again: revokes nothing, and the new session keeps its grant', async () => {
+  // grant, and a browser signing in again gets the same grant) the new session's. Fails too if,
+  // in http/proxy-routes.ts forgetCookieIfSignedOut, `!isSessionGone(err) &&` is removed: the
+  // old call's late 401 cleared the cookie, which by then was the new session's (same name),
+  // signing the browser out.
+  it('after the same browser signed in again: revokes nothing, leaves the new cookie, and the new session keeps its grant', async () => {
     const s = await signedIn();
     const since = gw.logs.length;
-    const { issued } = await refreshOutlivedBy(s, async () => {
+    const { issued, answered } = await refreshOutlivedBy(s, async () => {
       await signIn(s.client, gw.url);
     });
+    expectErrorBody(answered, 'login_required', 401);
+    expect(answered.headers.getSetCookie()).toEqual([]);
+    expect((await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
     expect(await orphanLine(since)).toMatchObject({ revoked: false });
     expect(revocationOf(issued)).toBe(false);
     const cookie = s.client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;

@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { createSealer } from '../../../src/crypto/seal.js';
 import { createRedis, createWriteCoalescer, connectRedis, closeRedis } from '../../../src/redis/client.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
-import { createSessionRecords, type SessionRecords } from '../../../src/session/records.js';
+import { createSessionRecords, UNREADABLE_VIEW, type SessionRecords } from '../../../src/session/records.js';
 import type { AuthData } from '../../../src/session/data.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 
@@ -82,10 +82,11 @@ describe('the proxy path read (view)', () => {
     }
   });
 
-  it('reads a value it cannot parse as no session', async () => {
+  it('reads a value it cannot parse as no sign-in (a view that is there but unreadable)', async () => {
     const d = digest('junk');
     await redis.set(keys.session(d), '{"tv":1,"tok":"x",}');
-    expect(await records.view(d)).toBeUndefined();
+    expect(await records.view(d)).toBe(UNREADABLE_VIEW);
+    expect(await records.load(d)).toBeUndefined();
   });
 });
 
@@ -99,13 +100,14 @@ describe('the sealed auth part', () => {
     expect(await records.view(d)).toBe(first);
   });
 
-  it('reads as no session through every reader once it no longer verifies, and the record is kept', async () => {
+  it('reads as no sign-in through every reader once it no longer verifies, and the record is kept', async () => {
     const d = await newSession();
     expect((await records.view(d))?.auth?.sub).toBe('alice');
     const stored = JSON.parse((await redis.get(keys.session(d))) as string) as Record<string, unknown>;
     const { tv, tok, ...rest } = stored;
     await redis.set(keys.session(d), JSON.stringify({ tv, tok, ...rest, auth: { ...auth, scopes: ['openid', 'api', 'admin'] } }), 'KEEPTTL');
-    expect(await records.view(d)).toBeUndefined();
+    // There, but unreadable (its cookie is the browser's own, dead: cleared at the next call).
+    expect(await records.view(d)).toBe(UNREADABLE_VIEW);
     expect(await records.load(d)).toBeUndefined();
     expect(await records.peek(d)).toBeUndefined();
     expect(await records.peekTokens(d)).toBeUndefined();
