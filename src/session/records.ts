@@ -23,6 +23,15 @@ import { createRecordCodec, type StoredSession } from './record-codec.js';
 
 export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession } from './record-codec.js';
 
+/** GET and DEL the record; when it was there and ARGV[1] names a revoking end, SET the marker (same {digest} slot). */
+const TAKE = `
+local val = redis.call('GET', KEYS[1])
+if not val then return false end
+redis.call('DEL', KEYS[1])
+if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
+return val
+`;
+
 /** SET the whole record, but keep the stored token set if its version is newer. */
 const WRITE_RECORD = `
 local val = ARGV[1]
@@ -77,6 +86,13 @@ export interface SessionRecords {
   write(digest: string, session: StoredSession): Promise<void>;
   casTokens(digest: string, expectedVersion: number, next: SealedTokens): Promise<CasResult>;
   remove(digest: string): Promise<void>;
+  /**
+   * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot
+   * write a newer token set in between, to be deleted unseen). With `revokedFor`, an end whose
+   * caller revokes the tokens, it is remembered as such for `ttlSeconds` (keys.revokedSession),
+   * in the same step and only if there was a record.
+   */
+  take(digest: string, revokedFor?: { reason: string; ttlSeconds: number }): Promise<StoredSession | undefined>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -200,6 +216,12 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     },
     async remove(digest) {
       await timed('session_delete', () => redis.del(keys.session(digest)));
+    },
+    async take(digest, revokedFor) {
+      const text = await timed('session_delete', () =>
+        redis.eval(TAKE, 2, keys.session(digest), keys.revokedSession(digest), revokedFor?.reason ?? '', revokedFor?.ttlSeconds ?? 0),
+      );
+      return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },
     async remainingMs(digest) {
       const ttl = await timed('session_ttl', () => redis.pttl(keys.session(digest)));

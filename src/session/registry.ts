@@ -101,11 +101,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   const clock = options.clock ?? Date.now;
 
   async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
-    const stored = await records.peek(sessionDigest);
-    // Before the record goes: a refresh whose compare-and-set then finds it gone finds this too,
-    // and revokes the tokens the provider issued it (runtime.ts, onOrphaned).
-    if (stored && REVOKING.has(reason)) await redis.set(keys.revokedSession(sessionDigest), reason, 'EX', REVOKED_MEMORY_SECONDS);
-    await records.remove(sessionDigest);
+    // With the record goes, in the same step, the note that its end revokes: a refresh whose
+    // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
+    // onOrphaned). No note without a removal, nor a removal without its note.
+    const stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
     // From here the session is over, whatever fails next: its streams are told on every
     // instance and its caller revokes its tokens. An index entry left behind points at a record
     // that is gone, which every reader drops.
