@@ -264,10 +264,12 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const auth = req.session.auth;
     if (auth) {
       const sessionDigest = digest(req.sessionID);
-      const sealed = req.session.tokens?.sealed;
+      // Local logout first: a slow or failing provider never keeps the session alive. The
+      // tokens revoked are those the record held as it went (a refresh may have replaced the
+      // ones this request read), else those this request read.
+      const stored = await withStore(() => registry.end(sessionDigest));
+      const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
       const tokens = sealed ? vault.open(sessionDigest, sealed) : undefined;
-      // Local logout first: a slow or failing provider never keeps the session alive.
-      await withStore(() => registry.end(sessionDigest));
       await withStore(() => destroy(req));
       if (provider.isReady()) {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
