@@ -5,6 +5,7 @@
  * checked `nonce`, `azp` and `sub` at the code exchange.
  */
 import { jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { GatewayError } from '../errors.js';
 
 export interface IdTokenChecks {
   issuer: string;
@@ -33,7 +34,9 @@ export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, chec
   });
   const typ: unknown = protectedHeader.typ;
   if (typ !== undefined && (typeof typ !== 'string' || !ID_TOKEN_TYP.has(typ.toLowerCase()))) {
-    throw new Error('ID token typ names another kind of token');
+    // A GatewayError, so that the login_failed line says why (an operator whose provider types
+    // its ID tokens in its own way can tell).
+    throw new GatewayError('invalid_request', { description: 'The ID token is typed as another kind of token (its typ is neither JWT nor absent).' });
   }
   // jose checks iat only together with maxTokenAge: an ID token "issued" in the future is
   // refused here (OIDC Core §3.1.3.7 step 10).

@@ -18,7 +18,7 @@ const sealer = createSealer([randomBytes(32).toString('base64')]);
 const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
-type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs'>>;
+type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs'>>;
 
 /**
  * One gateway process. `casFails`: its compare-and-set of a new token set fails as a Redis
@@ -62,6 +62,21 @@ async function newSession(records: ReturnType<typeof process_>['records'], token
 }
 
 const initial: TokenSet = { accessToken: 'at-0', refreshToken: 'rt-0', expiresAt: 1 };
+
+describe('close', () => {
+  // Fails if, in session/refresh.ts close, the bound goes (`Promise.race([...])` becomes
+  // `await Promise.allSettled([...inFlight.values()])`): close then waited for a provider that
+  // never answers, and the process never exited.
+  it('waits for a refresh under way, but no longer than closeWaitMs when the provider never answers', async () => {
+    const a = process_(undefined, { closeWaitMs: 200 });
+    const d = await newSession(a.records, initial);
+    const refresh: RefreshFn = () => new Promise<TokenSet>(() => undefined);
+    void a.coordinator.refresh(d, { version: 1, tokens: initial }, refresh).catch(() => undefined);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(a.coordinator.refreshing).toBe(1);
+    await expect(a.coordinator.close()).resolves.toBeUndefined();
+  }, 10_000);
+});
 
 describe('single-flight refresh across processes', () => {
   it('lets 50 concurrent requests on two processes cause exactly one provider call, all getting the new set', async () => {
