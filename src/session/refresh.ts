@@ -141,6 +141,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
     ...(options.unsavedRetryMs !== undefined ? { retryMs: options.unsavedRetryMs } : {}),
+    // A set Redis took too late, after its session ended: the same as one whose CAS found it gone.
+    onOrphaned: (digest, next) => options.onOrphaned?.(digest, next),
   });
 
   async function readLatest(digest: string): Promise<VersionedTokens | undefined> {

@@ -34,6 +34,8 @@ export interface UnsavedRefreshesOptions {
   clock?: () => number;
   /** A kept set was written after all (`saved`), or given up (`dropped`: expired, superseded, session gone). */
   onSettled?: (outcome: 'saved' | 'dropped', digest: string) => void;
+  /** A kept set found its session gone: nothing holds it (refresh.ts onOrphaned decides whether to revoke it). */
+  onOrphaned?: (digest: string, next: TokenSet) => void;
 }
 
 export interface UnsavedRefreshes {
@@ -96,6 +98,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
         (result) => {
           if (result !== 'written') {
             settle(key, entry, 'dropped');
+            if (result === 'missing') options.onOrphaned?.(entry.digest, entry.next);
             return undefined;
           }
           settle(key, entry, 'saved');

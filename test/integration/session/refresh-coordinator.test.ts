@@ -12,13 +12,14 @@ import { createRefreshCoordinator, type RefreshCoordinatorOptions, type RefreshF
 import type { TokenSet } from '../../../src/session/tokens.js';
 import { createTokenVault } from '../../../src/session/vault.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
+import { eventually } from '../../support/wait.js';
 
 const keys = createKeys(`t${randomBytes(4).toString('hex')}:`);
 const sealer = createSealer([randomBytes(32).toString('base64')]);
 const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
-type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs'>>;
+type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs' | 'onOrphaned'>>;
 
 /**
  * One gateway process. `casFails`: its compare-and-set of a new token set fails as a Redis
@@ -76,6 +77,26 @@ describe('close', () => {
     expect(a.coordinator.refreshing).toBe(1);
     await expect(a.coordinator.close()).resolves.toBeUndefined();
   }, 10_000);
+});
+
+describe('a set kept for Redis whose session ends meanwhile', () => {
+  // Fails if, in session/unsaved-refreshes.ts attempt, `if (result === 'missing') options.onOrphaned?.(...)`
+  // is removed: the set, which holds the only valid refresh token, was dropped without a word
+  // (and so never revoked after a logout).
+  it('is reported as orphaned once its write finds the session gone', async () => {
+    let failing = true;
+    const orphaned: Array<{ digest: string; refreshToken: string | undefined }> = [];
+    const a = process_(undefined, { unsavedRetryMs: 20, onOrphaned: (d, tokens) => orphaned.push({ digest: d, refreshToken: tokens.refreshToken }) }, () => failing);
+    const { refresh } = rotatingProvider();
+    const d = await newSession(a.records, initial);
+    await expect(a.coordinator.refresh(d, { version: 1, tokens: initial }, refresh)).rejects.toBeDefined();
+    expect(a.coordinator.unsaved.size).toBe(1);
+    await a.records.remove(d);
+    failing = false;
+    await eventually('the kept set to be reported', 5_000, () => orphaned.length > 0 || undefined);
+    expect(orphaned).toEqual([{ digest: d, refreshToken: 'rt-1' }]);
+    expect(a.coordinator.unsaved.size).toBe(0);
+  });
 });
 
 describe('single-flight refresh across processes', () => {
