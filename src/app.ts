@@ -131,6 +131,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       metrics: runtime.metrics,
       clock: runtime.clock,
       dpopNonces: runtime.dpopNonces,
+      revoke: runtime.revoke,
     }),
   );
 
@@ -146,6 +147,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       sessionMiddleware,
       logger: runtime.logger,
       clock: runtime.clock,
+      revoke: runtime.revoke,
     }),
   );
 

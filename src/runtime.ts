@@ -15,7 +15,7 @@ import { clientCredentials } from './oidc/flows.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
-import { createRevoker } from './oidc/revocation.js';
+import { createRevoker, type Revoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, connectRedis, createRedis, disconnectRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createRedisTransport } from './redis/pubsub.js';
@@ -25,7 +25,7 @@ import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
 import { createSessionEvents, type SessionEvents } from './session/events.js';
 import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, type SessionRecords } from './session/records.js';
-import { createRefreshCoordinator, type RefreshCoordinator } from './session/refresh.js';
+import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinator } from './session/refresh.js';
 import type { TokenSet } from './session/tokens.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
 import { RedisSessionStore } from './session/store.js';
@@ -65,6 +65,8 @@ export interface Runtime {
   /** The sessions this instance holds streams open for, closed when they end. */
   held: HeldSessions;
   provider: ProviderHandle;
+  /** Revokes ended sessions' tokens (oidc/revocation.ts); close() waits for what it has under way. */
+  revoke: Revoker;
   loginLimiter: LoginLimiter;
   clientTokens: ClientTokens;
   /** How often a token an upstream refused may be renewed, shared by all instances (refusal-cooldown.ts). */
@@ -252,6 +254,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     events,
     held,
     provider,
+    revoke,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
     refusals,
     dpopNonces,
@@ -265,7 +268,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       // waiting for Redis get one last write (their rotated refresh token is the only valid
       // one), and their refresh locks are released.
       if (coordinator.refreshing > 0) logger.info({ event: 'shutdown_refreshes', refreshing: coordinator.refreshing }, 'waiting for the refreshes under way');
-      await coordinator.close();
+      if (revoke.underWay() > 0) logger.info({ event: 'shutdown_revocations', revoking: revoke.underWay() }, 'waiting for the revocations under way');
+      // Side by side, in one bound: revocations need the provider, not Redis (an orphan's, found
+      // while the refreshes finish, joins them).
+      await Promise.all([coordinator.close(), revoke.settle(REFRESH_CLOSE_WAIT_MS)]);
       held.close();
       await events.close();
       provider.close();

@@ -33,7 +33,7 @@ import {
   readCookies,
   requireSignedIn,
 } from './session-cookie.js';
-import { createRevoker } from '../oidc/revocation.js';
+import type { Revoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
 import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
 import type { NonceSource } from '../oidc/dpop.js';
@@ -51,6 +51,8 @@ export interface AuthRouteDeps {
   clock?: () => number;
   /** Shared DPoP nonces (redis/dpop-nonces.ts), for the code exchange's proof. */
   dpopNonces: NonceSource;
+  /** The runtime's revoker (shutdown waits for what it has under way). */
+  revoke: Revoker;
 }
 
 /** Login cookies are one per transaction, named by a short digest of its state. */
@@ -90,7 +92,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const csrf = requireCsrf(config.csrf.headerName);
   // The login rate limit counts per client, as the trusted hops say (one rule: proxy/trust.ts).
   const trust = compileTrust(config.server.trustProxy);
-  const revoke = createRevoker(provider, logger);
+  const { revoke } = deps;
   const router = Router();
   const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
   const bounceCrossSite = createLoginBounce(config);

@@ -17,7 +17,7 @@ import type { SessionRegistry } from '../session/registry.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
-import { createRevoker } from '../oidc/revocation.js';
+import type { Revoker } from '../oidc/revocation.js';
 
 export interface SessionRouteDeps {
   config: Config;
@@ -29,6 +29,8 @@ export interface SessionRouteDeps {
   sessionMiddleware: RequestHandler;
   logger: Logger;
   clock: () => number;
+  /** The runtime's revoker (shutdown waits for what it has under way). */
+  revoke: Revoker;
 }
 
 const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -36,11 +38,10 @@ const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
 const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 
 export function createSessionRoutes(deps: SessionRouteDeps): Router {
-  const { config, provider, registry, vault, logger } = deps;
+  const { config, provider, registry, vault, logger, revoke } = deps;
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
 
-  const revoke = createRevoker(provider, logger);
   const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) =>
     revoke(stored?.tokens.sealed ? vault.open(sessionDigest, stored.tokens.sealed) : undefined);
 

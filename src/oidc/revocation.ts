@@ -25,15 +25,27 @@ function extraAccessTokens(tokens: Pick<TokenSet, 'resources' | 'exchanged'>): s
  */
 export const REVOCATION_WAIT_MS = 2000;
 
+export type RevokableTokens = GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>;
+
 /**
  * Best-effort revocation (RFC 7009) of a session that has already ended locally: a slow or
  * failing provider is logged, never allowed to keep the session alive, and never retried (the
  * session is gone, so nothing would remember to; the tokens expire on their own). Resolves once
- * the revocation is done or `waitMs` has passed, whichever is first; never rejects.
+ * the revocation is done or `waitMs` has passed, whichever is first; never rejects nor throws.
  */
-export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs = REVOCATION_WAIT_MS) {
+export interface Revoker {
+  (tokens: RevokableTokens | undefined): Promise<void>;
+  /** Revocations still under way (those that outlived their caller's wait, the background ones). */
+  underWay(): number;
+  /** Resolves once none is under way (those started meanwhile included), or after `ms`. */
+  settle(ms: number): Promise<void>;
+}
+
+export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs = REVOCATION_WAIT_MS): Revoker {
   const failed = (err: unknown) => logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed');
-  return function revoke(tokens: (GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>) | undefined): Promise<void> {
+  const pending = new Set<Promise<void>>();
+
+  function revoke(tokens: RevokableTokens | undefined): Promise<void> {
     if (!tokens || !provider.isReady()) return Promise.resolve();
     let done: Promise<void>;
     try {
@@ -43,6 +55,8 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
       failed(err);
       return Promise.resolve();
     }
+    pending.add(done);
+    void done.then(() => pending.delete(done));
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
       timer.unref();
@@ -51,5 +65,19 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
         resolve();
       });
     });
-  };
+  }
+
+  async function settle(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (pending.size > 0 && Date.now() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, deadline - Date.now());
+      });
+      await Promise.race([Promise.allSettled([...pending]), bound]);
+      clearTimeout(timer);
+    }
+  }
+
+  return Object.assign(revoke, { underWay: () => pending.size, settle });
 }

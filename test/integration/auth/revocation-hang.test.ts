@@ -12,6 +12,7 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
+import { startTestGateway } from '../../support/gateway.js';
 import type { FrontRequest } from '../../support/provider-front.js';
 import { signedInAs } from '../../support/session-calls.js';
 import { tokensOfSession } from '../../support/assertions.js';
@@ -105,4 +106,30 @@ it('DELETE /auth/sessions/{id} answers 204 while the revocation endpoint has not
     hold.release();
   }
   await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
+});
+
+// Fails if, in runtime.ts close, `revoke.settle(REFRESH_CLOSE_WAIT_MS)` leaves the Promise.all
+// (only `coordinator.close()` awaited): the revocation that outlived the logout's wait was
+// abandoned when the process went, the refresh token left alive.
+it('a gateway closed while a revocation is still under way waits for it (bounded)', async () => {
+  const alice = await signedInAs(stack.gw.url, 'alice');
+  const refreshToken = await refreshTokenOf(alice);
+  const closing = await startTestGateway(stack.gw.config);
+  const name = stack.gw.config.derived.sessionCookieName;
+  const waiting = () => closing.logs.some((l) => l.includes('"event":"shutdown_revocations"'));
+  stack.front.intercept(async (req) => {
+    if (isRevocation(req)) await eventually('the gateway to wait for its revocations', 10_000, () => waiting() || undefined).catch(() => undefined);
+    return undefined;
+  });
+  try {
+    const tab = new BrowserClient();
+    tab.setCookie(closing.url, name, alice.cookies(stack.gw.url)[name] as string);
+    expect((await tab.post(`${closing.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+    expect(await revoked(refreshToken)).toBe(false);
+    await closing.close();
+  } finally {
+    stack.front.intercept(undefined);
+  }
+  expect(waiting()).toBe(true);
+  expect(await revoked(refreshToken)).toBe(true);
 });
