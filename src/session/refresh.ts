@@ -137,13 +137,32 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const maxWaitMs = options.maxWaitMs ?? 12_000;
   const pollIntervalMs = options.pollIntervalMs ?? 50;
   const closeWaitMs = options.closeWaitMs ?? REFRESH_CLOSE_WAIT_MS;
+  const unsavedRetryMs = options.unsavedRetryMs ?? 1000;
+  /**
+   * How long a refused refresh looks for a newer set before it ends the session. Another process
+   * may hold the set the provider issued with this refresh token, kept through a Redis outage
+   * longer than the lock's TTL (which lapsed: this process took over with the spent token), and
+   * write it at its next retry: two retry periods. Only a refused refresh waits.
+   */
+  const invalidGrantGraceMs = 2 * unsavedRetryMs;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
-    ...(options.unsavedRetryMs !== undefined ? { retryMs: options.unsavedRetryMs } : {}),
+    retryMs: unsavedRetryMs,
     // A set Redis took too late, after its session ended: the same as one whose CAS found it gone.
     onOrphaned: (digest, next) => options.onOrphaned?.(digest, next),
   });
+
+  /** A set newer than `seen`, read now and then every pollIntervalMs for up to `ms`; undefined if none came. */
+  async function newerWithin(digest: string, seen: VersionedTokens, ms: number): Promise<VersionedTokens | undefined> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const latest = await readLatest(digest);
+      if (latest?.tokens && latest.version > seen.version) return latest;
+      if (!latest || Date.now() >= deadline) return undefined;
+      await sleep(pollIntervalMs);
+    }
+  }
 
   async function readLatest(digest: string): Promise<VersionedTokens | undefined> {
     const head = await records.peekTokens(digest);
@@ -179,8 +198,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       next = await refresh(current);
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'login_required') {
-        const moved = await readLatest(digest);
-        if (moved?.tokens && moved.version > seen.version) {
+        const moved = await newerWithin(digest, seen, invalidGrantGraceMs);
+        if (moved) {
           options.onRefresh?.('shared', context);
           return moved;
         }
