@@ -172,10 +172,14 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // The cooldown is claimed once per renewal: a second round (an exchange route whose first
     // round refreshed the session's own token) must not find its own claim and give up.
     let claimed = false;
+    // Once this call has renewed, a token is used while it has not expired at all: one that a
+    // provider issues for no longer than the skew (30 s tokens, the default 30 s skew) was
+    // renewed again in every round, three grants per call.
+    let renewed = false;
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
-      if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
+      if (token && !isRefused && !expiresWithin(token, renewed ? 0 : skew, nowSeconds(deps.clock))) return token.accessToken;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
@@ -186,6 +190,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
       }
       const next = renewal(current.tokens as TokenSet, route, auth.sub);
       current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
+      renewed = true;
       if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;

@@ -306,6 +306,24 @@ describe('a token of the wrong type for a bearer session', () => {
   });
 });
 
+describe('a provider whose tokens live no longer than the refresh skew', () => {
+  // Fails if, in proxy/bearer.ts userAccessToken, the check after a renewal keeps the skew
+  // (`renewed ? 0 : skew` back to `skew`): each round renewed again, three grants per call.
+  it('costs one refresh per call, not three', async () => {
+    const s = await signedIn();
+    front.intercept(async (req) => {
+      if (!isGrant(req, 'refresh_token')) return undefined;
+      const answer = await front.ask(req);
+      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return { ...answer, body: JSON.stringify({ ...body, expires_in: 10 }) };
+    });
+    clock.advance(3600);
+    const before = refreshesSeen();
+    for (let i = 0; i < 3; i++) expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+    expect(refreshesSeen() - before).toBe(3);
+  });
+});
+
 describe('the refresh log line', () => {
   it('names the session by its public handle and the outcome, and carries no token', async () => {
     const s = await signedIn();
