@@ -122,6 +122,11 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
           await lock.release();
         }
       }
+      // Another process is renewing (or one that died, until its lock lapses): a token of ours
+      // that has not expired serves meanwhile, as it was only due for renewal. Every call
+      // waited up to maxWaitMs for a 502 behind a dead holder's lock.
+      const mine = other(local.get(key));
+      if (mine && mine.expiresAt > nowSeconds()) return mine.accessToken;
       if (Date.now() > deadline) {
         throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for a client token') });
       }
