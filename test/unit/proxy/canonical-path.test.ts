@@ -302,6 +302,8 @@ const routeish = fc
   .map((segments) => `/${segments.join('/')}`);
 const path = fc.oneof(mixed, routeish);
 const runs = { numRuns: 3000 };
+/** The same, always with the paths a Windows upstream reads as a route the gateway does not proxy. */
+const pathRuns: fc.Parameters<[string]> = { ...runs, examples: [['/api.'], ['/api./%61'], ['/api%2e/']] };
 
 describe('canonical path: properties against model upstreams', () => {
   const { match } = compileRoutes(ROUTES.map((p) => route(p)));
@@ -323,10 +325,13 @@ describe('canonical path: properties against model upstreams', () => {
         if (typeof canonical !== 'string') return;
         const [exact, caseBlind] = [upstreamRoute(resolve(canonical)), upstreamRoute(resolve(canonical), 'i')];
         const outcome = picked(match, canonical);
-        // Refused only where some upstream (of any model, as it is or case-blind) reads the path
-        // as another route than the decoded path names; else both kinds of this upstream take
-        // the gateway's route (or, case-blind, one the gateway does not proxy to at all).
-        if (outcome === 'refused') expect(someReadingDiffers(canonical)).toBe(true);
+        // Refused, or not proxied at all, only where some upstream (of any model, as it is or
+        // case-blind) reads the path as another route than the decoded path names: `/api.` is no
+        // route here (a Windows upstream would read `/api`), and reaches no upstream. Else both
+        // kinds of this upstream take the gateway's route (or, case-blind, one the gateway does
+        // not proxy to at all). (Not proxying such a path failed this property in about one run
+        // in ten: the generator rarely ends a route's segment with a dot.)
+        if (outcome === 'refused' || (outcome === undefined && exact !== undefined)) expect(someReadingDiffers(canonical)).toBe(true);
         else {
           expect(outcome).toBe(exact);
           if (outcome !== undefined) expect(outcome).toBe(caseBlind);
@@ -334,7 +339,7 @@ describe('canonical path: properties against model upstreams', () => {
         // Canonicalising never changes what the upstream would have made of the raw path.
         expect(resolve(canonical)).toBe(resolve(raw));
       }),
-      runs,
+      pathRuns,
     );
   });
 
