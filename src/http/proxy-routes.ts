@@ -28,7 +28,7 @@ import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
-import { isSessionGone } from '../session/refresh.js';
+import { isSessionGone } from '../session/gone.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {

@@ -27,6 +27,7 @@ import { GatewayError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { sleep, tryLock, type Lock } from '../redis/lock.js';
+import { sessionGone } from './gone.js';
 import { storeUnavailable } from '../redis/errors.js';
 import type { SessionRecords } from './records.js';
 import type { TokenVault } from './vault.js';
@@ -58,20 +59,6 @@ export interface RefreshReport extends RefreshContext {
   /** Why a refresh failed (`invalid_grant` or `failure`): a GatewayError whose cause is the provider's answer. */
   error?: unknown;
 }
-
-const GONE = Symbol('session-gone');
-
-/**
- * login_required because the session's record is gone: something else ended it (a logout
- * elsewhere, a new sign-in of the same browser, a timeout) before or while this call ran. The
- * cookie the call came with may no longer be the browser's: the new session's has the same name
- * (http/proxy-routes.ts leaves it alone).
- */
-export function sessionGone(): GatewayError {
-  return Object.assign(new GatewayError('login_required'), { [GONE]: true as const });
-}
-
-export const isSessionGone = (err: unknown): boolean => err instanceof GatewayError && (err as { [GONE]?: true })[GONE] === true;
 
 /** How long close() waits for refreshes under way, by default (the supervisor allows for it). */
 export const REFRESH_CLOSE_WAIT_MS = 15_000;
