@@ -50,8 +50,11 @@ export interface SessionRegistry {
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
-  /** Ends every session of a provider session (sid) or of a whole user (sub). */
-  endByProviderSession(iss: string, sid: string): Promise<EndedSession[]>;
+  /**
+   * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
+   * (a logout token naming both), only the sid's sessions of that user.
+   */
+  endByProviderSession(iss: string, sid: string, sub?: string): Promise<EndedSession[]>;
   endByUser(iss: string, sub: string): Promise<EndedSession[]>;
 }
 
@@ -130,9 +133,12 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     return Object.entries(await redis.hgetall(userKey)).map(([handle, value]) => parseIndexEntry(handle, value));
   }
 
-  async function endAll(digests: Iterable<string>): Promise<EndedSession[]> {
+  async function endAll(digests: Iterable<string>, sub?: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const d of digests) {
+      // A token naming a user too ends no other user's session under its sid (a provider that
+      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
+      if (sub !== undefined && (await records.peek(d))?.auth?.sub !== sub) continue;
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });
@@ -180,11 +186,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
       return listed.sort((a, b) => a.auth.createdAt - b.auth.createdAt);
     },
-    async endByProviderSession(iss, sid) {
+    async endByProviderSession(iss, sid, sub) {
       const sidKey = keys.providerSession(providerSessionDigest(iss, sid));
       // No DEL of the set afterwards: a sign-in with this sid registered since the read would
       // leave it. end() takes each ended session out; members without a record expire with it.
-      return endAll(await redis.smembers(sidKey));
+      return endAll(await redis.smembers(sidKey), sub);
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));

@@ -99,6 +99,18 @@ describe('Back-Channel Logout RP', () => {
     expect(await userStatus(b)).toBe(200);
   });
 
+  // Fails if, in src/session/registry.ts endAll, the sub check goes
+  // (`if (sub !== undefined && ...) continue;`): the sid's session ended whoever it belonged to.
+  it("a valid logout token whose sid names alice's session but whose sub names another user: 200, and it ends nothing", async () => {
+    const a = await signedIn();
+    const answer = await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(a, { sub: 'mallory' })));
+    expect(answer.status).toBe(200);
+    expect(await userStatus(a)).toBe(200);
+    // The same token naming alice ends it (the control).
+    expect((await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(a)))).status).toBe(200);
+    expect(await userStatus(a)).toBe(401);
+  });
+
   it('oidcc-client-test-rp-backchannel-rpinitlogout-alg-none: an unsigned (alg none) logout token is refused with 400', async () => {
     const s = await signedIn();
     const part = (v: object) => Buffer.from(JSON.stringify(v)).toString('base64url');
