@@ -24,12 +24,13 @@ let front: ProviderFront;
 let provider: TestProvider;
 let first: Awaited<ReturnType<typeof reserveServer>>;
 let second: Awaited<ReturnType<typeof reserveServer>>;
+let third: Awaited<ReturnType<typeof reserveServer>>;
 
 beforeAll(async () => {
   front = await startProviderFront();
-  [first, second] = await Promise.all([reserveServer(), reserveServer()]);
-  // One registration for both tests' gateways (each test has its own listening server).
-  const redirects = [first, second].map((r) => `${r.url}/auth/callback`);
+  [first, second, third] = await Promise.all([reserveServer(), reserveServer(), reserveServer()]);
+  // One registration for the tests' gateways (each test has its own listening server).
+  const redirects = [first, second, third].map((r) => `${r.url}/auth/callback`);
   provider = await startFrontedProvider(front, { clients: [gatewayClient(first.url, { redirect_uris: redirects })] });
 });
 
@@ -95,6 +96,34 @@ describe('DPoP and the provider', () => {
       expect(result.final.status).toBe(400);
       expect(client.cookies(gw.url)[config.derived.sessionCookieName]).toBeUndefined();
       expect(gw.logs.some((l) => l.includes('"event":"login_failed"'))).toBe(true);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe('a provider that asks for a DPoP nonce again and again', () => {
+  // Fails if, in src/oidc/errors.ts fromCallbackError, the use_dpop_nonce line goes: the
+  // provider's fault was answered as the sign-in's, 400 invalid_request ("start again").
+  it('at the code exchange: 503 provider_unavailable after the one retry, no session', async () => {
+    const config = dpopConfig(third.url);
+    const gw = await startTestGateway(config, third);
+    try {
+      let exchanges = 0;
+      front.intercept((req) => {
+        if (!isGrant(req, 'authorization_code')) return undefined;
+        exchanges += 1;
+        return {
+          status: 400,
+          headers: { 'content-type': 'application/json', 'dpop-nonce': `nonce-${exchanges}-${'n'.repeat(16)}` },
+          body: JSON.stringify({ error: 'use_dpop_nonce', error_description: 'Authorization server requires nonce in DPoP proof' }),
+        };
+      });
+      const client = new BrowserClient();
+      const result = await signIn(client, gw.url);
+      expect(result.final.status).toBe(503);
+      expect(exchanges).toBe(2);
+      expect(client.cookies(gw.url)[config.derived.sessionCookieName]).toBeUndefined();
     } finally {
       await gw.close();
     }
