@@ -14,7 +14,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSuite, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, firstVisible, launchChromium, signInAtDemoProvider, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { withTimeout } from '../support/wait.js';
 
@@ -55,11 +55,7 @@ function withCookie(path: string, cookie: string): Promise<Response> {
 async function signInFromSpa(page: Page): Promise<void> {
   await page.goto(`${demo.url}/`);
   await page.getByTestId('sign-in').click();
-  await page.waitForURL((url) => url.origin === demo.idpUrl);
-  await page.locator('input[name="login"]').fill('alice');
-  await page.locator('input[name="password"]').fill('alice-password');
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('button', { name: 'Approve' }).click();
+  await signInAtDemoProvider(page, demo.idpUrl);
   await page.getByTestId('signed-in').waitFor({ state: 'visible' });
 }
 

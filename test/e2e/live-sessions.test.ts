@@ -18,6 +18,7 @@
 import { existsSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
+import { signInAtDemoProvider } from '../support/chromium.js';
 import { withTimeout } from '../support/wait.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -52,11 +53,7 @@ async function openSpa(page: Page): Promise<void> {
 async function signIn(page: Page): Promise<void> {
   await openSpa(page);
   await page.getByTestId('sign-in').click();
-  await page.waitForURL((url) => url.origin === demo.idpUrl);
-  await page.locator('input[name="login"]').fill('alice');
-  await page.locator('input[name="password"]').fill('alice-password');
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('button', { name: 'Approve' }).click();
+  await signInAtDemoProvider(page, demo.idpUrl);
   await page.waitForURL((url) => url.origin === demo.url && url.pathname === '/');
   await page.getByTestId('signed-in').waitFor({ state: 'visible' });
 }

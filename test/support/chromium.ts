@@ -59,3 +59,12 @@ export async function firstVisible(candidates: Record<string, Locator>): Promise
   for (const [name, locator] of entries) if (await locator.first().isVisible()) return name;
   throw new Error(`one of ${Object.keys(candidates).join(', ')} was visible and then none was`);
 }
+
+/** The demo provider's pages after the SPA's Sign in: `user`'s password, then the consent (Approve). */
+export async function signInAtDemoProvider(page: Page, idpUrl: string, user = 'alice'): Promise<void> {
+  await page.waitForURL((url) => url.origin === idpUrl);
+  await page.locator('input[name="login"]').fill(user);
+  await page.locator('input[name="password"]').fill(`${user}-password`);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Approve' }).click();
+}
