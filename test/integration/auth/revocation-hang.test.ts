@@ -10,7 +10,7 @@
  * becomes `const timer = setTimeout(() => undefined, waitMs);`: the answers then wait for the
  * revocation, which the front releases only after 15 s.
  */
-import { BrowserClient } from '../../support/browser-client.js';
+import { BrowserClient, type BrowserResponse } from '../../support/browser-client.js';
 import { startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
 import { startTestGateway } from '../../support/gateway.js';
 import type { FrontRequest } from '../../support/provider-front.js';
@@ -33,28 +33,32 @@ afterAll(async () => {
 
 const isRevocation = (req: FrontRequest) => req.method === 'POST' && req.path === '/token/revocation';
 
-/** Holds every revocation request at the front until release() (or HOLD_BOUND_MS), then lets it through. */
-function holdRevocations() {
+/**
+ * `call`'s answer, given while the front holds every revocation request (let through once the
+ * answer came, or after HOLD_BOUND_MS): an answer that waited for the release fails here.
+ */
+async function answeredWhileRevocationsHeld(call: () => Promise<BrowserResponse>): Promise<BrowserResponse> {
   let released = false;
   let release!: () => void;
   const gate = new Promise<void>((resolve) => {
-    release = () => {
-      released = true;
-      resolve();
-    };
+    release = resolve;
   });
-  const bound = setTimeout(release, HOLD_BOUND_MS);
+  const bound = setTimeout(() => {
+    released = true;
+    release();
+  }, HOLD_BOUND_MS);
   stack.front.intercept(async (req) => {
     if (isRevocation(req)) await gate;
     return undefined;
   });
-  return {
-    isReleased: () => released,
-    release() {
-      clearTimeout(bound);
-      release();
-    },
-  };
+  try {
+    const answer = await call();
+    expect(released).toBe(false);
+    return answer;
+  } finally {
+    clearTimeout(bound);
+    release();
+  }
 }
 
 async function refreshTokenOf(client: BrowserClient): Promise<string> {
@@ -71,18 +75,11 @@ it('POST /auth/logout answers with its logoutUrl while the revocation endpoint h
   const alice = await signedInAs(stack.gw.url, 'alice');
   const refreshToken = await refreshTokenOf(alice);
   expect(await revoked(refreshToken)).toBe(false);
-  const hold = holdRevocations();
-  try {
-    const res = await alice.post(`${stack.gw.url}/auth/logout`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 });
-    const releasedAtAnswer = hold.isReleased();
-    expect(res.status).toBe(200);
-    expect(releasedAtAnswer).toBe(false);
-    expect(stack.front.requests.some(isRevocation)).toBe(true);
-    expect(res.json<{ logoutUrl: string }>().logoutUrl).toContain('id_token_hint=');
-    expect((await alice.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
-  } finally {
-    hold.release();
-  }
+  const res = await answeredWhileRevocationsHeld(() => alice.post(`${stack.gw.url}/auth/logout`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 }));
+  expect(res.status).toBe(200);
+  expect(stack.front.requests.some(isRevocation)).toBe(true);
+  expect(res.json<{ logoutUrl: string }>().logoutUrl).toContain('id_token_hint=');
+  expect((await alice.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
   await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
 });
 
@@ -94,17 +91,12 @@ it('DELETE /auth/sessions/{id} answers 204 while the revocation endpoint has not
   const sessions = (await laptop.get(`${stack.gw.url}/auth/sessions`, { headers: csrf })).json<Array<{ id: string; current: boolean }>>();
   const phoneSession = sessions.find((s) => !s.current)?.id as string;
   expect(phoneSession).toEqual(expect.any(String));
-  const hold = holdRevocations();
-  try {
-    const res = await laptop.request('DELETE', `${stack.gw.url}/auth/sessions/${phoneSession}`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 });
-    const releasedAtAnswer = hold.isReleased();
-    expect(res.status).toBe(204);
-    expect(releasedAtAnswer).toBe(false);
-    expect((await phone.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
-    expect((await laptop.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
-  } finally {
-    hold.release();
-  }
+  const res = await answeredWhileRevocationsHeld(() =>
+    laptop.request('DELETE', `${stack.gw.url}/auth/sessions/${phoneSession}`, { headers: csrf, timeoutMs: HOLD_BOUND_MS + 5_000 }),
+  );
+  expect(res.status).toBe(204);
+  expect((await phone.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  expect((await laptop.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
   await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
 });
 
