@@ -169,7 +169,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
     onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
     // Best effort, in the background: the call that refreshed is answered login_required now.
-    onOrphaned: (d, tokens) => void revokeOrphan(d, tokens),
+    // Tracked by the revoker from the start (its Redis read included), so shutdown waits for it.
+    onOrphaned: (d, tokens) => revoke.track(revokeOrphan(d, tokens)),
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
       annotateRefresh(tracing, outcome);
@@ -269,9 +270,11 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       // one), and their refresh locks are released.
       if (coordinator.refreshing > 0) logger.info({ event: 'shutdown_refreshes', refreshing: coordinator.refreshing }, 'waiting for the refreshes under way');
       if (revoke.underWay() > 0) logger.info({ event: 'shutdown_revocations', revoking: revoke.underWay() }, 'waiting for the revocations under way');
-      // Side by side, in one bound: revocations need the provider, not Redis (an orphan's, found
-      // while the refreshes finish, joins them).
-      await Promise.all([coordinator.close(), revoke.settle(REFRESH_CLOSE_WAIT_MS)]);
+      // In one bound: the refreshes first, as their last writes may orphan a set whose
+      // revocation (with its Redis read) then joins the ones under way.
+      const deadline = Date.now() + REFRESH_CLOSE_WAIT_MS;
+      await coordinator.close();
+      await revoke.settle(deadline - Date.now());
       held.close();
       await events.close();
       provider.close();

@@ -39,6 +39,8 @@ export interface Revoker {
   underWay(): number;
   /** Resolves once none is under way (those started meanwhile included), or after `ms`. */
   settle(ms: number): Promise<void>;
+  /** Counts `work` (a revocation's prelude and the revocation it may start) as under way. */
+  track(work: Promise<void>): void;
 }
 
 export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs = REVOCATION_WAIT_MS): Revoker {
@@ -55,8 +57,7 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
       failed(err);
       return Promise.resolve();
     }
-    pending.add(done);
-    void done.then(() => pending.delete(done));
+    track(done);
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
       timer.unref();
@@ -65,6 +66,11 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
         resolve();
       });
     });
+  }
+
+  function track(work: Promise<void>): void {
+    pending.add(work);
+    void work.then(() => pending.delete(work));
   }
 
   async function settle(ms: number): Promise<void> {
@@ -79,5 +85,5 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
     }
   }
 
-  return Object.assign(revoke, { underWay: () => pending.size, settle });
+  return Object.assign(revoke, { underWay: () => pending.size, settle, track });
 }

@@ -40,7 +40,7 @@ export interface Keys {
   dpopNonce(originDigest: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
-  /** A session that was ended with its tokens revoked (logout, provider logout), briefly remembered. */
+  /** A session whose end revoked its tokens (session/registry.ts REVOKING), remembered for a while. */
   revokedSession(sessionDigest: string): string;
 }
 

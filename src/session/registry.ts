@@ -16,6 +16,7 @@ import { digest, type Keys } from '../redis/keys.js';
 import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
+import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
 
 export interface ListedSession {
   handle: string;
@@ -44,9 +45,9 @@ export interface SessionRegistry {
    */
   end(sessionDigest: string, reason?: EndReason): Promise<StoredSession | undefined>;
   /**
-   * Whether the session was ended, within the last minutes, by a logout whose caller revokes its
-   * tokens (logout, provider logout, a user ending it); not by a new sign-in of the same browser
-   * (`replaced`), which may share the provider's grant, nor by a timeout.
+   * Whether the session was ended, within the last ten minutes, by an end that revokes its
+   * tokens (REVOKING); not by a new sign-in of the same browser (`replaced`), which may share the
+   * provider's grant, nor by a timeout.
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
@@ -91,10 +92,17 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
 /** Deletes a user-index entry only if it still holds the value that was read. */
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
-/** The ends whose caller revokes the session's tokens; not `replaced` (the grant may live on) nor `expired`. */
+/**
+ * The ends that revoke the session's tokens, by their caller (a logout, a provider's logout, the
+ * user ending a session) or by the provider itself (a refused refresh); not `replaced` (the grant
+ * may live on in the new session) nor `expired`.
+ */
 const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider-logout', 'revoked']);
-/** Longer than any refresh takes (a DPoP refresh with a nonce retry: about 21 s). */
-const REVOKED_MEMORY_SECONDS = 120;
+/**
+ * As long as a set kept for Redis may still be written (and so orphaned): longer than any
+ * refresh takes too (a DPoP refresh with a nonce retry: about 21 s).
+ */
+const REVOKED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
 
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
@@ -114,8 +122,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     const auth = stored?.auth;
     try {
       if (auth) {
-        await redis.hdel(keys.userSessions(userDigest(auth.iss, auth.sub)), auth.handle);
-        if (auth.sid) await redis.srem(keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest);
+        await Promise.all([
+          redis.hdel(keys.userSessions(userDigest(auth.iss, auth.sub)), auth.handle),
+          auth.sid ? redis.srem(keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest) : undefined,
+        ]);
       }
     } catch (err) {
       options.onIndexError?.(err);
@@ -137,7 +147,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     const ended: EndedSession[] = [];
     for (const d of digests) {
       // A token naming a user too ends no other user's session under its sid (a provider that
-      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
+      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions. A
+      // record that does not read has no user to match and is left (it signs no one in).
       if (sub !== undefined && (await records.peek(d))?.auth?.sub !== sub) continue;
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');

@@ -22,6 +22,9 @@ import type { Lock } from '../redis/lock.js';
 import type { CasResult } from './records.js';
 import type { TokenSet, VersionedTokens } from './tokens.js';
 
+/** How long a set is kept for Redis by default before it is given up. */
+export const UNSAVED_KEEP_MS = 10 * 60_000;
+
 export interface UnsavedRefreshesOptions {
   /** Compare-and-set of `next` over version `seenVersion` (throws when Redis fails). */
   write(digest: string, seenVersion: number, next: TokenSet): Promise<CasResult>;
@@ -72,7 +75,7 @@ interface Kept {
 
 export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): UnsavedRefreshes {
   const retryMs = options.retryMs ?? 1000;
-  const keepMs = options.keepMs ?? 10 * 60_000;
+  const keepMs = options.keepMs ?? UNSAVED_KEEP_MS;
   const max = options.max ?? 10_000;
   const clock = options.clock ?? Date.now;
   const kept = new Map<string, Kept>();

@@ -100,9 +100,9 @@ it('DELETE /auth/sessions/{id} answers 204 while the revocation endpoint has not
   await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
 });
 
-// Fails if, in runtime.ts close, `revoke.settle(REFRESH_CLOSE_WAIT_MS)` leaves the Promise.all
-// (only `coordinator.close()` awaited): the revocation that outlived the logout's wait was
-// abandoned when the process went, the refresh token left alive.
+// Fails if, in runtime.ts close, `await revoke.settle(deadline - Date.now());` is removed: the
+// revocation that outlived the logout's wait was abandoned when the process went, the refresh
+// token left alive.
 it('a gateway closed while a revocation is still under way waits for it (bounded)', async () => {
   const alice = await signedInAs(stack.gw.url, 'alice');
   const refreshToken = await refreshTokenOf(alice);
