@@ -271,7 +271,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       // ones this request read), else those this request read.
       const stored = await withStore(() => registry.end(sessionDigest));
       const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
-      const tokens = sealed ? vault.open(sessionDigest, sealed) : undefined;
+      const tokens = sealed ? vault.openEnded(sessionDigest, sealed) : undefined;
       await withStore(() => destroy(req));
       if (provider.isReady()) {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';

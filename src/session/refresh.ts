@@ -140,14 +140,19 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     onOrphaned: (digest, next) => options.onOrphaned?.(digest, next),
   });
 
-  /** A set newer than `seen`, read now and then every pollIntervalMs for up to `ms`; undefined if none came. */
-  async function newerWithin(digest: string, seen: VersionedTokens, ms: number): Promise<VersionedTokens | undefined> {
+  /**
+   * A set newer than `seen`, read now and then for up to `ms`; undefined if none came, 'gone' once
+   * the record is. A kept set is written only at its process's retry tick, so a quarter of the
+   * retry period finds it as surely as pollIntervalMs would, in fewer reads.
+   */
+  async function newerWithin(digest: string, seen: VersionedTokens, ms: number): Promise<VersionedTokens | 'gone' | undefined> {
     const deadline = Date.now() + ms;
     for (;;) {
       const latest = await readLatest(digest);
-      if (latest?.tokens && latest.version > seen.version) return latest;
-      if (!latest || Date.now() >= deadline) return undefined;
-      await sleep(pollIntervalMs);
+      if (!latest) return 'gone';
+      if (latest.tokens && latest.version > seen.version) return latest;
+      if (Date.now() >= deadline) return undefined;
+      await sleep(Math.max(pollIntervalMs, unsavedRetryMs / 4));
     }
   }
 
@@ -186,11 +191,13 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'login_required') {
         const moved = await newerWithin(digest, seen, invalidGrantGraceMs);
-        if (moved) {
+        if (moved !== undefined && moved !== 'gone') {
           options.onRefresh?.('shared', context);
           return moved;
         }
         options.onRefresh?.('invalid_grant', { ...context, error: err });
+        // Ended meanwhile (a logout): nothing left to end, nor a second signed-out to announce.
+        if (moved === 'gone') throw sessionGone();
         await endSession(digest);
       } else {
         options.onRefresh?.('failure', { ...context, error: err });

@@ -11,6 +11,8 @@ export interface TokenVault {
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
   /** Drops what this process remembers of a session's opened tokens (it ended). */
   forget(sessionDigest: string): void;
+  /** open() for a session that ended (to revoke its tokens): nothing is remembered of it. */
+  openEnded(sessionDigest: string, sealed: string): TokenSet | undefined;
 }
 
 /**
@@ -36,5 +38,10 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
       return tokens;
     },
     forget: (d) => void opened.delete(d),
+    openEnded(d, sealed) {
+      opened.delete(d);
+      const json = sealer.open(sealed, d);
+      return json === undefined ? undefined : parseTokenSet(json);
+    },
   };
 }
