@@ -11,7 +11,7 @@
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { exchangeToken, grantedScopes, refreshTokens } from '../oidc/flows.js';
+import { exchangeToken, refreshTokens } from '../oidc/flows.js';
 import type { TokenDpop } from '../oidc/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
@@ -73,23 +73,32 @@ function tokenOf(credential: Credential): string {
   return credential.value.slice(credential.value.indexOf(' ') + 1);
 }
 
-export function missingScopes(route: CompiledRoute, granted: readonly string[]): string[] {
-  return route.scopes.filter((s) => !granted.includes(s));
-}
-
 /**
  * The route's scopes against those the session holds now: its sign-in token's `scope` as the
  * provider last stated it (a refresh may narrow it: the user withdrew consent), else what sign-in
  * recorded. Checked on the set the token comes from, after every refresh too.
  */
 function requireScopes(route: CompiledRoute, auth: AuthData, tokens: TokenSet): void {
-  if (route.scopes.length === 0) return;
-  const missing = missingScopes(route, grantedScopes(auth.scopes, tokens));
-  if (missing.length > 0) {
-    throw new GatewayError('insufficient_scope', {
-      description: `This API requires the scope${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, which this session was not granted.`,
-    });
+  if (route.scopes.length === 0 || route.scopes.every((s) => holdsScope(auth, tokens, s))) return;
+  const missing = route.scopes.filter((s) => !holdsScope(auth, tokens, s));
+  throw new GatewayError('insufficient_scope', {
+    description: `This API requires the scope${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, which this session was not granted.`,
+  });
+}
+
+/**
+ * grantedScopes (oidc/flows.ts) asked about one scope, without building the list on every call:
+ * `openid`, or listed in the token set's `scope`, or (none stated) in what sign-in recorded.
+ */
+function holdsScope(auth: AuthData, tokens: TokenSet, scope: string): boolean {
+  if (scope === 'openid') return true;
+  const stated = tokens.scope;
+  if (stated === undefined) return auth.scopes.includes(scope);
+  for (let at = stated.indexOf(scope); at !== -1; at = stated.indexOf(scope, at + 1)) {
+    const end = at + scope.length;
+    if ((at === 0 || stated.charCodeAt(at - 1) === 32) && (end === stated.length || stated.charCodeAt(end) === 32)) return true;
   }
+  return false;
 }
 
 /** The route, typed as one with a token exchange when it has one (no copy). */
@@ -149,10 +158,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
    * exchange, after refreshing the session's own first when the subject token is about to expire
    * (proxy/token-exchange.ts). Built only when a renewal is due, never on a steady-state call.
    */
-  function renewal(t: TokenSet, route: CompiledRoute, sub: string): { fn: RefreshFn; needsRefreshToken: boolean; renewal: string } {
+  function renewal(t: TokenSet, route: CompiledRoute, sub: string, tolerance: number): { fn: RefreshFn; needsRefreshToken: boolean; renewal: string } {
     const exchanged = withExchange(route);
     if (!exchanged) return { fn: refreshFor(route.resource, sub), needsRefreshToken: true, renewal: route.resource ? `resource ${route.resource}` : 'refresh' };
-    if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true, renewal: 'refresh' };
+    if (expiresWithin(t, tolerance, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true, renewal: 'refresh' };
     return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false, renewal: `exchange ${route.path}` };
   }
 
@@ -189,7 +198,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
         if (!(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
         claimed = true;
       }
-      const next = renewal(current.tokens as TokenSet, route, auth.sub);
+      // The subject token is judged as the route's is: just renewed, it serves until it expires.
+      const next = renewal(current.tokens as TokenSet, route, auth.sub, renewed ? 0 : skew);
       current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
       renewed = true;
       if (current.tokens) requireScopes(route, auth, current.tokens);

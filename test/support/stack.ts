@@ -55,6 +55,8 @@ export interface ExchangeStackOptions {
   /** The gateway's sign-in scopes beyond openid, profile and offline_access. */
   scopes: string[];
   routes: NonNullable<TestConfigInput['routes']>;
+  /** Seconds the sign-in token (the first API's) lives; the provider's default otherwise. */
+  signInTokenTtl?: number;
 }
 
 /**
@@ -70,7 +72,12 @@ export function startExchangeStack(options: ExchangeStackOptions): Promise<Stack
     client: { grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE] },
     provider: {
       scopes: Object.assign({}, ...apis.map(([, scopes]) => scopes)) as Record<string, string>,
-      resourceServers: Object.fromEntries(apis.map(([url, scopes]) => [url, { scope: Object.keys(scopes).join(' ') }])),
+      resourceServers: Object.fromEntries(
+        apis.map(([url, scopes]) => [
+          url,
+          { scope: Object.keys(scopes).join(' '), ...(url === main && options.signInTokenTtl ? { accessTokenTTL: options.signInTokenTtl } : {}) },
+        ]),
+      ),
       defaultResource: main,
     },
     config: {

@@ -201,3 +201,30 @@ describe('without tokenExchange', () => {
     expect(exchanges()).toBe(before);
   });
 });
+
+describe('a session whose own token lives no longer than the refresh skew', () => {
+  // Fails if, in src/proxy/bearer.ts userAccessToken, renewal() judges the subject token with
+  // the full skew after a renewal (`renewed ? 0 : skew` back to `skew`): every round refreshed
+  // the 10 s subject token again and the exchange never ran (502, three refreshes per call).
+  it('refreshes it once, then exchanges: one refresh and one exchange per call', async () => {
+    const short = await startExchangeStack({
+      clock,
+      apis: { [API]: { 'api:read': 'Read the API' }, [LEDGER]: { 'ledger:read': 'Read the ledger' } },
+      scopes: ['api:read'],
+      routes: [{ path: '/ledger', target: ledger.url, auth: 'user', tokenExchange: { audience: LEDGER, scope: 'ledger:read' } }],
+      signInTokenTtl: 10,
+    });
+    try {
+      const client = new BrowserClient();
+      await signIn(client, short.gateway.url);
+      const grants = () => ({ ...short.provider.counters.grants });
+      const before = grants();
+      expect((await client.get(`${short.gateway.url}/ledger/balance`, { headers: csrf })).status).toBe(200);
+      const after = grants();
+      expect((after.refresh_token ?? 0) - (before.refresh_token ?? 0)).toBe(1);
+      expect((after[EXCHANGE] ?? 0) - (before[EXCHANGE] ?? 0)).toBe(1);
+    } finally {
+      await short.close();
+    }
+  });
+});
