@@ -17,5 +17,10 @@ export const gatewayServerOptions: ServerOptions = {
   // the upgrade listener otherwise: curl --http2 and some JVM clients ask for `h2c` on plain
   // http, and their calls were refused (404 on any path not a WebSocket route). RFC 9110 §7.8: a
   // server may ignore Upgrade, and these are served as the HTTP/1.1 requests they also are.
-  shouldUpgradeCallback: (req: IncomingMessage) => req.headers.upgrade?.toLowerCase() === 'websocket',
+  // (Node 24.9 and later; an older Node ignores the option, and such requests still reach the
+  // upgrade listener: http/websocket.ts.)
+  shouldUpgradeCallback: (req: IncomingMessage) => asksForWebSocket(req),
 };
+
+/** `Upgrade: websocket`, in any case: the one upgrade the gateway serves. */
+export const asksForWebSocket = (req: IncomingMessage): boolean => req.headers.upgrade?.toLowerCase() === 'websocket';

@@ -18,6 +18,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { CredentialResolver, LoadedSession } from '../proxy/bearer.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import { announcesBody } from '../proxy/headers.js';
+import { asksForWebSocket } from './server-options.js';
 import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import type { HeldSessions } from '../session/held.js';
@@ -75,7 +76,7 @@ function isWebSocketHandshake(req: IncomingMessage): boolean {
     req.method === 'GET' &&
     req.httpVersionMajor === 1 &&
     req.httpVersionMinor >= 1 &&
-    req.headers.upgrade?.toLowerCase() === 'websocket' &&
+    asksForWebSocket(req) &&
     !announcesBody(req.headers)
   );
 }

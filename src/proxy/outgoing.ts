@@ -83,8 +83,9 @@ export function createOutgoing(options: OutgoingOptions): Outgoing {
   }
 
   /**
-   * The target URI is computed on the first attempt, from the canonical path: the upstream
-   * rewrites req.url to the upstream path before sending, and a retry must not rewrite it twice.
+   * The target URI is computed on the first attempt, from the canonical path: upstream.ts's
+   * forward() rewrites req.url to the upstream path before sending, and a retry must not
+   * rewrite it twice.
    */
   function addProof(req: http.IncomingMessage, attachment: DpopAttachment): void {
     let htu = (req as Retriable)[DPOP]?.htu;

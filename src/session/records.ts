@@ -171,13 +171,16 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   }
   async function decodeView(digest: string, raw: Buffer): Promise<SessionView | undefined> {
     const stored = codec.deserialize(digest, raw.toString('utf8'));
-    if (!stored) return UNREADABLE_VIEW;
+    // Remembered like any view: a record that does not open is not tried again on every call.
+    if (!stored) return remember(digest, raw, UNREADABLE_VIEW, undefined);
     const session = await live(digest, stored);
     if (!session) return undefined;
-    const view = freezeView(session);
+    return remember(digest, raw, freezeView(session), session.auth?.createdAt);
+  }
+  function remember(digest: string, raw: Buffer, view: SessionView, createdAt: number | undefined): SessionView {
     if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);
     // A copy: the reply may be a slice of a much larger socket read, which it would keep alive.
-    views.set(digest, { raw: Buffer.from(raw), view, createdAt: session.auth?.createdAt });
+    views.set(digest, { raw: Buffer.from(raw), view, createdAt });
     return view;
   }
 
