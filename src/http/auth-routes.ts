@@ -90,6 +90,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const { derived } = config;
   const clock = deps.clock ?? Date.now;
   const csrf = requireCsrf(config.csrf.headerName);
+  // Derived from the config once (the bounce's guard cookie, and how a login cookie is cleared).
+  const bounceGuard = bounceGuardName(config);
+  const loginClearOptions = loginCookieClearOptions(config);
   // The login rate limit counts per client, as the trusted hops say (one rule: proxy/trust.ts).
   const trust = compileTrust(config.server.trustProxy);
   const { revoke } = deps;
@@ -159,11 +162,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
   function clearLoginCookiesIfMany(req: Request, res: Response): void {
     // The bounce's guard is no sign-in in progress: it does not count, nor is it cleared here.
-    const guard = bounceGuardName(config);
-    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name) && name !== guard);
+    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name) && name !== bounceGuard);
     if (names.length < MAX_LOGIN_COOKIES) return;
-    const clearOptions = loginCookieClearOptions(config);
-    for (const name of names) res.clearCookie(name, clearOptions);
+    for (const name of names) res.clearCookie(name, loginClearOptions);
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
@@ -171,8 +172,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (!state) throw new GatewayError('invalid_state');
     const cookieName = loginCookieName(config, transactionId(state));
     const binding = readCookies(req)[cookieName];
-    const clearOptions = loginCookieClearOptions(config);
-    res.clearCookie(cookieName, clearOptions);
+    res.clearCookie(cookieName, loginClearOptions);
 
     // Taken (deleted) before anything else, a state being good for one callback only; but only
     // by the browser holding its login cookie, which a callback without it leaves untouched.
@@ -201,7 +201,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       signIn = await completeAuthorization(provider.get(), config.oidc, callbackUrl, tx, clock, dpop);
     } catch (err) {
       metrics.loginTransactions.inc({ outcome: 'failed' });
-      logger.warn({ event: 'login_failed', reason: describeProviderError(err instanceof GatewayError ? err.cause : err) }, 'sign-in failed');
+      logger.warn({ event: 'login_failed', reason: describeProviderError(err) }, 'sign-in failed');
       throw err;
     }
 

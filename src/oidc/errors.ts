@@ -112,7 +112,8 @@ export function fromCallbackError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   // openid-client has retried once with the nonce the provider sent (RFC 9449 §8); asked for one
   // again, the provider is not working as DPoP says: its fault, not the sign-in's.
-  if (err instanceof ResponseBodyError && err.error === 'use_dpop_nonce') return new GatewayError('provider_unavailable', { cause: err });
+  // Asked in the body or in a WWW-Authenticate challenge (openid-client retries on either).
+  if (providerAnswer(err).error === 'use_dpop_nonce') return new GatewayError('provider_unavailable', { cause: err });
   if (err instanceof AuthorizationResponseError || err instanceof ResponseBodyError) {
     return new GatewayError('invalid_request', {
       cause: err,

@@ -106,7 +106,8 @@ describe('DPoP and the provider', () => {
 
 describe('a provider that asks for a DPoP nonce again and again', () => {
   // Fails if, in src/oidc/errors.ts fromCallbackError, the use_dpop_nonce line goes: the
-  // provider's fault was answered as the sign-in's, 400 invalid_request ("start again").
+  // provider's fault was answered as the sign-in's, 400 invalid_request ("start again"); the
+  // challenge form fails too if that line reads only a ResponseBodyError's `error`.
   it('at the code exchange: 503 provider_unavailable after the one retry, no session', async () => {
     const config = dpopConfig(third.url);
     const gw = await startTestGateway(config, third);
@@ -126,6 +127,19 @@ describe('a provider that asks for a DPoP nonce again and again', () => {
       expect(result.final.status).toBe(503);
       expect(exchanges).toBe(2);
       expect(client.cookies(gw.url)[config.derived.sessionCookieName]).toBeUndefined();
+
+      // The same asked in a WWW-Authenticate challenge, as RFC 9449 §8 allows too.
+      front.intercept((req) => {
+        if (!isGrant(req, 'authorization_code')) return undefined;
+        exchanges += 1;
+        return {
+          status: 401,
+          headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': `nonce-${exchanges}-${'n'.repeat(16)}` },
+        };
+      });
+      const again = await signIn(new BrowserClient(), gw.url);
+      expect(again.final.status).toBe(503);
+      expect(exchanges).toBe(4);
     } finally {
       await gw.close();
     }
