@@ -250,11 +250,7 @@ export const configSchema = z
         tracing: z
           .strictObject({
             /** OTLP/HTTP traces URL, as is (e.g. http://otel-collector:4318/v1/traces). */
-            endpoint: httpUrl
-              .refine((v) => !URL.canParse(v) || (new URL(v).username === '' && new URL(v).password === ''), {
-                message: 'must not carry credentials',
-              })
-              .optional(),
+            endpoint: withoutParts({ userinfo: 'must not carry credentials' }).optional(),
             /** Make the gateway's spans children of the browser's traceparent (else it is ignored). */
             trustIncoming: z.boolean().default(false),
             serviceName: z.string().min(1).max(100).default('bff-gateway'),

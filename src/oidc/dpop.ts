@@ -50,10 +50,8 @@ export async function tokenEndpointHandle(provider: ProviderState, dpop: TokenDp
  * provider that ignores the proof and issues a bearer token is refused rather than silently
  * downgraded: the route was configured for sender-constrained tokens.
  */
-export function requireBound(response: { token_type?: string }, code: TokenTypeRefusal): void {
-  if (response.token_type?.toLowerCase() !== 'dpop') {
-    throw new GatewayError(code, { description: 'The provider did not issue a DPoP-bound token.' });
-  }
+export function requireBound(response: { token_type: string }, code: TokenTypeRefusal): void {
+  requireTokenType(response, 'dpop', code, 'The provider did not issue a DPoP-bound token.');
 }
 
 type TokenTypeRefusal = 'invalid_request' | 'token_refresh_failed' | 'login_required';
@@ -63,8 +61,11 @@ type TokenTypeRefusal = 'invalid_request' | 'token_refresh_failed' | 'login_requ
  * token (issued without a proof: RFC 9449 §5 forbids it) sent as `Bearer` fails at every API,
  * so it is refused where it is issued, as requireBound refuses a bearer token.
  */
-export function requireBearer(response: { token_type?: string }, code: TokenTypeRefusal): void {
-  if (response.token_type?.toLowerCase() !== 'bearer') {
-    throw new GatewayError(code, { description: 'The provider did not issue a bearer token.' });
-  }
+export function requireBearer(response: { token_type: string }, code: TokenTypeRefusal, description = 'The provider did not issue a bearer token.'): void {
+  requireTokenType(response, 'bearer', code, description);
+}
+
+/** oauth4webapi has checked that token_type is there and lowercased it (bearer or dpop). */
+function requireTokenType(response: { token_type: string }, expected: 'bearer' | 'dpop', code: TokenTypeRefusal, description: string): void {
+  if (response.token_type !== expected) throw new GatewayError(code, { description });
 }

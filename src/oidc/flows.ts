@@ -53,7 +53,7 @@ function granted(
   previous?: GrantedTokens,
 ): GrantedTokens {
   const answered = response.expiresIn();
-  const expiresIn = answered === undefined ? undefined : Math.min(Math.max(Math.floor(answered), 0), MAX_TOKEN_LIFETIME_SECONDS);
+  const expiresIn = answered === undefined ? undefined : Math.min(Math.floor(answered), MAX_TOKEN_LIFETIME_SECONDS);
   return {
     accessToken: response.access_token,
     // RFC 6749 §6: keep the old refresh token when the provider issues none.
@@ -217,9 +217,7 @@ export async function exchangeToken(
     if (response.issued_token_type !== undefined && response.issued_token_type !== ACCESS_TOKEN_TYPE && response.issued_token_type !== JWT_TOKEN_TYPE) {
       throw new GatewayError('token_refresh_failed', { description: 'The provider issued another kind of token than an access token.' });
     }
-    if (response.token_type.toLowerCase() !== 'bearer') {
-      throw new GatewayError('token_refresh_failed', { description: 'The provider issued an exchanged token that is not a bearer token.' });
-    }
+    requireBearer(response, 'token_refresh_failed', 'The provider issued an exchanged token that is not a bearer token.');
     const { refreshToken: _none, idToken: _neither, ...tokens } = granted(response, clock);
     return tokens;
   } catch (err) {

@@ -28,9 +28,9 @@ const KEY_SET_MAX_AGE_MS = 10 * 60 * 1000;
  * the last fetch was (OIDC Core §10.1.1: the provider may rotate at any time), so a sign-in
  * right after a rotation still succeeds; jose's own cooldown would refuse it for 30 s. Floods of
  * forged kids stay bounded: a kid is refetched for at most once per `perKidSeconds`, and
- * refetches are `minIntervalMs` apart. Callers arriving while a refetch is under way wait for it
- * and look again, without a fetch of their own, so concurrent sign-ins after a rotation all
- * succeed.
+ * refetches are `minIntervalMs` apart. Callers arriving while a fetch is under way wait for it
+ * and look again, so concurrent sign-ins after a rotation all succeed; a kid that fetch did not
+ * bring (it was answered before the rotation) then gets a refetch of its own, through the gates.
  *
  * Every fetch goes through that one gate, the set's periodic refresh too: jose's own (a set
  * older than its cacheMaxAge is fetched again before each verification, and a failed fetch
@@ -129,14 +129,14 @@ export function createJwks(
     }
   };
 
-  async function refetchFor(protectedHeader: JWSHeaderParameters, token: FlattenedJWSInput, unknown: unknown): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
+  async function refetchFor(protectedHeader: JWSHeaderParameters, token: FlattenedJWSInput, noMatch: unknown): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
     const at = now();
     // The keys are unavailable, this kid's too (and a flood of kids makes no more requests
     // than the periodic refresh does).
     if (failedRecently(at)) throw lastFailure;
     if (!pending) {
       const kid = protectedHeader.kid ?? '';
-      if (!mayRefetch(kid, at)) throw unknown;
+      if (!mayRefetch(kid, at)) throw noMatch;
       lastRefetch = at;
       // The kid is remembered only once a set was fetched without it: a refetch the provider
       // failed (5xx, not a key set, timeout) says nothing about the kid, and remembering it

@@ -49,14 +49,8 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs =
 
   function revoke(tokens: RevokableTokens | undefined): Promise<void> {
     if (!tokens || !provider.isReady()) return Promise.resolve();
-    let done: Promise<void>;
-    try {
-      done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
-    } catch (err) {
-      // Never thrown at the caller: a session's end must not fail for its revocation.
-      failed(err);
-      return Promise.resolve();
-    }
+    // revokeTokens is async: whatever fails in it rejects, and is logged, never thrown at the caller.
+    const done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
     track(done);
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
