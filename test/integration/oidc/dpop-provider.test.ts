@@ -13,7 +13,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
-import { isGrant, startFrontedProvider, startProviderFront, type FrontRequest, type ProviderFront } from '../../support/provider-front.js';
+import { isGrant, startFrontedProvider, startProviderFront, type FrontAnswer, type FrontRequest, type ProviderFront } from '../../support/provider-front.js';
 import { eventually } from '../../support/wait.js';
 import { startStack } from '../../support/stack.js';
 import { tokensOfSession } from '../../support/assertions.js';
@@ -113,15 +113,19 @@ describe('a provider that asks for a DPoP nonce again and again', () => {
     const gw = await startTestGateway(config, third);
     try {
       let exchanges = 0;
-      front.intercept((req) => {
-        if (!isGrant(req, 'authorization_code')) return undefined;
-        exchanges += 1;
-        return {
-          status: 400,
-          headers: { 'content-type': 'application/json', 'dpop-nonce': `nonce-${exchanges}-${'n'.repeat(16)}` },
-          body: JSON.stringify({ error: 'use_dpop_nonce', error_description: 'Authorization server requires nonce in DPoP proof' }),
-        };
-      });
+      /** Every code exchange is answered by `asking(a fresh nonce)`: the provider wants one again and again. */
+      const askForNonces = (asking: (nonce: string) => FrontAnswer) =>
+        front.intercept((req) => {
+          if (!isGrant(req, 'authorization_code')) return undefined;
+          exchanges += 1;
+          return asking(`nonce-${exchanges}-${'n'.repeat(16)}`);
+        });
+
+      askForNonces((nonce) => ({
+        status: 400,
+        headers: { 'content-type': 'application/json', 'dpop-nonce': nonce },
+        body: JSON.stringify({ error: 'use_dpop_nonce', error_description: 'Authorization server requires nonce in DPoP proof' }),
+      }));
       const client = new BrowserClient();
       const result = await signIn(client, gw.url);
       expect(result.final.status).toBe(503);
@@ -129,14 +133,7 @@ describe('a provider that asks for a DPoP nonce again and again', () => {
       expect(client.cookies(gw.url)[config.derived.sessionCookieName]).toBeUndefined();
 
       // The same asked in a WWW-Authenticate challenge, as RFC 9449 §8 allows too.
-      front.intercept((req) => {
-        if (!isGrant(req, 'authorization_code')) return undefined;
-        exchanges += 1;
-        return {
-          status: 401,
-          headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': `nonce-${exchanges}-${'n'.repeat(16)}` },
-        };
-      });
+      askForNonces((nonce) => ({ status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': nonce } }));
       const again = await signIn(new BrowserClient(), gw.url);
       expect(again.final.status).toBe(503);
       expect(exchanges).toBe(4);
