@@ -8,7 +8,8 @@
  *   every other escape are uppercased (RFC 3986 §6.2.2.1, §6.2.2.2): `/api/%61dmin` is
  *   `/api/admin`, as every decoding upstream reads it.
  * - What neighbours resolve differently is refused, never repaired: dot segments plain or
- *   encoded (RFC 3986 §5.2.4 on a decoding upstream, not on us), servlet path parameters (`;`:
+ *   encoded (RFC 3986 §5.2.4 on a decoding upstream, not on us) and any segment of dots and
+ *   spaces only (Win32 drops trailing ones: `.. ` reads as `..`), servlet path parameters (`;`:
  *   Tomcat and Jetty read `/admin;x/` as `/admin/` and `..;` as `..`), encoded `/` `\` `?` `#`
  *   (segment or URL delimiters once decoded), `%25` (a second decoding pass turns `%252e` into
  *   `.`), a raw `\` (Windows and IIS read it as `/`), control characters raw or encoded, empty
@@ -16,7 +17,7 @@
  * - Anything else stays as sent (other escapes, sub-delims, raw bytes above 0x7F): a decoding
  *   upstream and `decodePath` read them the same way.
  *
- * The common path has no `%`, no dots-only segment, no `;`, `\` or `//`: one scan over its
+ * The common path has no `%`, no segment of dots only, no `;`, `\` or `//`: one scan over its
  * characters and it is returned unchanged, with no allocation.
  */
 
@@ -58,6 +59,7 @@ const SLASH = 1;
 const DOT = 2;
 const PERCENT = 3;
 const REFUSED = 4;
+const SPACE = 5; // never raw in a request target (Node refuses it), but it can be in the config
 
 const RAW = new Uint8Array(256);
 const RAW_REFUSAL: (PathRefusal | undefined)[] = new Array<PathRefusal | undefined>(256).fill(undefined);
@@ -72,6 +74,7 @@ for (let c = 0; c < 256; c++) if (RAW_REFUSAL[c]) RAW[c] = REFUSED;
 RAW[0x2f] = SLASH;
 RAW[0x2e] = DOT;
 RAW[0x25] = PERCENT;
+RAW[0x20] = SPACE;
 
 // What a percent-encoded byte is: decoded (unreserved), refused, or kept encoded (undefined).
 const UNRESERVED = new Uint8Array(256);
@@ -94,8 +97,14 @@ for (let i = 0; i < 16; i++) {
 const hexValue = (c: number): number => (c < 128 ? (HEX_VALUE[c] as number) : -1);
 const ESCAPE_TEXT = Array.from({ length: 256 }, (_, b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`);
 
-/** A segment made of one or two dots only (after decoding), i.e. "." or "..". */
-const isDotSegment = (length: number, dots: number): boolean => length > 0 && length <= 2 && dots === length;
+/**
+ * Why a segment made only of dots and spaces (after decoding) is refused, or undefined. "." and
+ * ".." are dot segments; "...", ".. " or ". " are too, for Win32 names drop trailing dots and
+ * spaces (an IIS or Windows upstream reads `/api/..%20/admin` as `/admin`), and a segment of
+ * spaces only is an empty segment there.
+ */
+const blankSegment = (length: number, dots: number, blanks: number): PathRefusal | undefined =>
+  length === 0 || blanks !== length ? undefined : dots > 0 ? DOT_SEGMENT : EMPTY_SEGMENT;
 
 /**
  * The canonical form of `raw` (a path starting with "/", query excluded), or why it is refused.
@@ -108,6 +117,7 @@ export function canonicalPath(raw: string): string | PathRefusal {
   let copied = 0; // raw[copied..] is not in `out` yet
   let length = 0; // characters of the current segment, an escape counting as one
   let dots = 0; // of which "." (plain or %2E)
+  let blanks = 0; // of which "." or " " (plain or %2E, %20)
   for (let i = 1; i < n; i++) {
     const c = raw.charCodeAt(i);
     const kind = c < 256 ? (RAW[c] as number) : REFUSED;
@@ -115,12 +125,17 @@ export function canonicalPath(raw: string): string | PathRefusal {
       length++;
     } else if (kind === SLASH) {
       if (length === 0) return EMPTY_SEGMENT;
-      if (isDotSegment(length, dots)) return DOT_SEGMENT;
+      if (blanks === length) return blankSegment(length, dots, blanks) as PathRefusal;
       length = 0;
       dots = 0;
+      blanks = 0;
     } else if (kind === DOT) {
       length++;
       dots++;
+      blanks++;
+    } else if (kind === SPACE) {
+      length++;
+      blanks++;
     } else if (kind === PERCENT) {
       if (i + 2 >= n) return MALFORMED_ESCAPE;
       const c1 = raw.charCodeAt(i + 1);
@@ -133,19 +148,26 @@ export function canonicalPath(raw: string): string | PathRefusal {
       if (refused) return refused;
       length++;
       if (UNRESERVED[byte] === 1) {
-        if (byte === 0x2e) dots++;
+        if (byte === 0x2e) {
+          dots++;
+          blanks++;
+        }
         out += raw.slice(copied, i) + String.fromCharCode(byte);
         copied = i + 3;
-      } else if (c1 >= 0x61 || c2 >= 0x61) {
-        out += raw.slice(copied, i) + (ESCAPE_TEXT[byte] as string);
-        copied = i + 3;
+      } else {
+        if (byte === 0x20) blanks++;
+        if (c1 >= 0x61 || c2 >= 0x61) {
+          out += raw.slice(copied, i) + (ESCAPE_TEXT[byte] as string);
+          copied = i + 3;
+        }
       }
       i += 2;
     } else {
       return c < 256 ? (RAW_REFUSAL[c] as PathRefusal) : CONTROL_CHARACTER;
     }
   }
-  if (isDotSegment(length, dots)) return DOT_SEGMENT;
+  const blank = blankSegment(length, dots, blanks);
+  if (blank) return blank;
   return copied === 0 ? raw : out + raw.slice(copied);
 }
 

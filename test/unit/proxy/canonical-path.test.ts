@@ -28,7 +28,9 @@ describe('canonical path: fixed cases', () => {
     ['/api/%7e%2D%5F%2e%41z', '/api/~-_.Az'],
     ['/api/a%21b', '/api/a%21b'],
     ['/api/caf%c3%a9', '/api/caf%C3%A9'],
-    ['/api/%2e%2e%2e', '/api/...'],
+    ['/api/a%20', '/api/a%20'],
+    ['/api/%20a', '/api/%20a'],
+    ['/api/.a.', '/api/.a.'],
     ['/api/..x/x..', '/api/..x/x..'],
     ['/api/admin%20', '/api/admin%20'],
     ['/api/', '/api/'],
@@ -45,6 +47,14 @@ describe('canonical path: fixed cases', () => {
     ['/api/%2e%2e/admin', 'dot_segment'],
     ['/api/.%2E/admin', 'dot_segment'],
     ['/api/%2E/admin', 'dot_segment'],
+    // Win32 names drop trailing dots and spaces: each of these is "." or ".." on IIS.
+    ['/api/...', 'dot_segment'],
+    ['/api/%2e%2e%2e', 'dot_segment'],
+    ['/api/..%20/admin', 'dot_segment'],
+    ['/api/.%20', 'dot_segment'],
+    ['/api/%20..%20/admin', 'dot_segment'],
+    ['/api/%20/admin', 'empty_segment'],
+    ['/api/%20%20', 'empty_segment'],
     ['/api/..;/admin', 'path_parameter'],
     ['/api/.;/admin', 'path_parameter'],
     ['/api/admin;x/users', 'path_parameter'],
@@ -150,7 +160,7 @@ describe('routes on the canonical path', () => {
   });
 
   it('serves a trailing dot or space that no looser reading takes to another route', () => {
-    for (const p of ['/api/dns/example.com.', '/api/search/foo%20', '/api/v1.', '/api/...']) expect([p, pick(p)]).toEqual([p, '/api']);
+    for (const p of ['/api/dns/example.com.', '/api/search/foo%20', '/api/v1.', '/api/v2..%20']) expect([p, pick(p)]).toEqual([p, '/api']);
     expect(pick('/api/admin/keys.')).toBe('/api/admin');
   });
 
@@ -243,14 +253,18 @@ const MODELS: Record<string, (path: string) => string> = {
   /** (c) nginx-like: decode, merge slashes, dot removal. */
   nginx: (p) => removeDotSegments(percentDecode(p).replace(/\/{2,}/g, '/')),
   /**
-   * (d) Windows/IIS-like: decode, `\` is `/`, dot removal, and the trailing dots and spaces of
-   * each segment dropped (Win32 path names: `/admin.` and `/admin%20` are `/admin`).
+   * (d) Windows/IIS-like: decode, `\` is `/`, the trailing dots and spaces of each segment
+   * dropped (Win32 path names: `/admin.` and `/admin%20` are `/admin`; a segment of dots and
+   * spaces only reads, at worst, as ".." or "."), then dot removal.
    */
   windows: (p) =>
-    removeDotSegments(percentDecode(p).replace(/\\/g, '/'))
-      .split('/')
-      .map((s) => (/^\.+$/.test(s) ? s : s.replace(/[. ]+$/, '')))
-      .join('/'),
+    removeDotSegments(
+      percentDecode(p)
+        .replace(/\\/g, '/')
+        .split('/')
+        .map((s) => (/^[. ]+$/.test(s) ? ['', '.', '..'][Math.min(s.replace(/ /g, '').length, 2)] : s.replace(/[. ]+$/, '')))
+        .join('/'),
+    ),
   /** (e) a double decoder (a framework decoding what its server already decoded). */
   doubleDecode: (p) => removeDotSegments(percentDecode(percentDecode(p))),
 };
@@ -282,7 +296,7 @@ const piece = fc.oneof(
     weight: 6,
     arbitrary: fc.constantFrom('%61', '%41', '%6D', '%6d', '%2e', '%2E', '%7e', '%2D', '%5f', '%30', '%21', '%20', '%3A', '%40', '%2f', '%2F', '%5c', '%5C', '%3b', '%3B', '%3f', '%23', '%25', '%252e', '%252f', '%00', '%0a', '%1f', '%7f', '%c3%a9', '%C3%A9', '%e9', '%ff'),
   },
-  { weight: 3, arbitrary: fc.constantFrom('.', '..', '...', 'admin.', 'admin%20', 'admin%2E') },
+  { weight: 3, arbitrary: fc.constantFrom('.', '..', '...', '..%20', '%20', 'admin.', 'admin%20', 'admin%2E') },
   { weight: 2, arbitrary: fc.constantFrom(';', ';x', '..;', '.;', ';jsessionid=1') },
   { weight: 2, arbitrary: fc.constantFrom('\\', '\\..', '..\\') },
   { weight: 1, arbitrary: fc.constantFrom('%', '%4', '%g1', '%%') },
@@ -303,7 +317,7 @@ const routeish = fc
 const path = fc.oneof(mixed, routeish);
 const runs = { numRuns: 3000 };
 /** The same, always with the paths a Windows upstream reads as a route the gateway does not proxy. */
-const pathRuns: fc.Parameters<[string]> = { ...runs, examples: [['/api.'], ['/api./%61'], ['/api%2e/']] };
+const pathRuns: fc.Parameters<[string]> = { ...runs, examples: [['/api.'], ['/api./%61'], ['/api%2e/'], ['/api/admin/..%20/x']] };
 
 describe('canonical path: properties against model upstreams', () => {
   const { match } = compileRoutes(ROUTES.map((p) => route(p)));
@@ -353,8 +367,8 @@ describe('canonical path: properties against model upstreams', () => {
     );
   });
 
-  it('returns a path unchanged when it has no "%", "\\", ";", "//" or dot segment', () => {
-    const plainPiece = fc.constantFrom('api', 'x', '.x', 'x.', '...', '!', '\u00e9', '~', '-');
+  it('returns a path unchanged when it has no "%", "\\", ";", "//" or segment of dots only', () => {
+    const plainPiece = fc.constantFrom('api', 'x', '.x', 'x.', '!', '\u00e9', '~', '-');
     const plain = fc.array(fc.array(plainPiece, { minLength: 1, maxLength: 3 }).map((p) => p.join('')), { minLength: 1, maxLength: 5 });
     fc.assert(
       fc.property(plain, (segments) => {
