@@ -231,7 +231,10 @@ export async function clientCredentials(
   clock: Clock = Date.now,
 ): Promise<GrantedTokens> {
   try {
-    return granted(await oidc.clientCredentialsGrant(provider.configuration, params), clock);
+    const response = await oidc.clientCredentialsGrant(provider.configuration, params);
+    // Client tokens are sent as Bearer: a DPoP-bound one (issued without a proof) fails at the API.
+    requireBearer(response, 'token_refresh_failed', 'The provider issued a client token that is not a bearer token.');
+    return granted(response, clock);
   } catch (err) {
     throw fromClientCredentialsError(err);
   }

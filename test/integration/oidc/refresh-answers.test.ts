@@ -304,6 +304,18 @@ describe('a token of the wrong type for a bearer session', () => {
     expectErrorBody(await s.client.get(`${gw.url}/api/x`, { headers: csrf }), 'login_required', 401);
     expect(upstream.requests).toHaveLength(0);
   });
+
+  // Fails if, in src/oidc/flows.ts clientCredentials, `requireBearer(response, ...)` is removed:
+  // the DPoP-bound token was cached and sent as Bearer on every `auth: client` call until it expired.
+  it('at a client-credentials grant (never with a proof): 502 token_refresh_failed, nothing cached, the upstream not called', async () => {
+    const cached = async () => gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
+    for (const key of await cached()) await gw.runtime.redis.del(key);
+    boundAnswers('client_credentials');
+    upstream.reset();
+    expectErrorBody(await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    expect(upstream.requests).toHaveLength(0);
+    expect(await cached()).toEqual([]);
+  });
 });
 
 describe('a provider whose tokens live no longer than the refresh skew', () => {
@@ -390,7 +402,7 @@ describe('client credentials', () => {
     front.intercept((req) => (isGrant(req, 'client_credentials') ? { status: 400 } : undefined));
     expectErrorBody(await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf }), 'token_refresh_failed', 502);
     expect(upstream.requests).toHaveLength(0);
-    const line = logLines().find((l) => l.event === 'client_credentials_failed');
+    const line = logLines().filter((l) => l.event === 'client_credentials_failed').at(-1);
     expect(line).toMatchObject({ level: 50, failure: 'grant_ended', reason: 'OAUTH_RESPONSE_IS_NOT_JSON (HTTP 400)' });
   });
 
