@@ -25,6 +25,8 @@ export interface GrantedTokens {
   idToken?: string;
   /** Epoch seconds. */
   expiresAt?: number;
+  /** expires_in as read (whole seconds, capped): how long the token was issued for. */
+  lifetime?: number;
   scope?: string;
 }
 
@@ -59,7 +61,7 @@ function granted(
     // RFC 6749 §6: keep the old refresh token when the provider issues none.
     ...(response.refresh_token ?? previous?.refreshToken ? { refreshToken: response.refresh_token ?? previous?.refreshToken } : {}),
     ...(response.id_token ?? previous?.idToken ? { idToken: response.id_token ?? previous?.idToken } : {}),
-    ...(expiresIn !== undefined ? { expiresAt: Math.floor(clock() / 1000) + expiresIn } : {}),
+    ...(expiresIn !== undefined ? { expiresAt: Math.floor(clock() / 1000) + expiresIn, lifetime: expiresIn } : {}),
     ...(response.scope ?? previous?.scope ? { scope: response.scope ?? previous?.scope } : {}),
   };
 }

@@ -17,7 +17,7 @@ import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
 import { sessionGone } from '../session/gone.js';
 import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
-import { expiresWithin, nowSeconds, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
+import { expiresWithin, nowSeconds, type Expiring, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
 import type { ClientTokens } from './client-token.js';
 import type { RefusalCooldown } from './refusal-cooldown.js';
@@ -106,7 +106,7 @@ const withExchange = (route: CompiledRoute) =>
   route.tokenExchange ? (route as CompiledRoute & { tokenExchange: NonNullable<CompiledRoute['tokenExchange']> }) : undefined;
 
 /** The token a route sends, from the session's set: its exchanged token, its resource's, or the sign-in token. */
-function routeToken(t: TokenSet, route: CompiledRoute): { accessToken: string; expiresAt?: number } | undefined {
+function routeToken(t: TokenSet, route: CompiledRoute): (Expiring & { accessToken: string }) | undefined {
   const exchanged = withExchange(route);
   if (exchanged) return exchangedToken(t, exchanged);
   return route.resource ? t.resources?.[route.resource] : t;
@@ -129,7 +129,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
   function refreshForResource(resource: string, sub: string): RefreshFn {
     return async (current: TokenSet) => {
       const got = await refreshTokens(provider.get(), current, sub, { resource }, deps.clock, dpopOf(current));
-      const token: ResourceToken = { accessToken: got.accessToken, ...(got.expiresAt ? { expiresAt: got.expiresAt } : {}) };
+      const token: ResourceToken = { accessToken: got.accessToken, ...(got.expiresAt ? { expiresAt: got.expiresAt, lifetime: got.lifetime } : {}) };
       return {
         ...current,
         // A rotated refresh token replaces the old one for the whole set.
@@ -158,10 +158,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
    * exchange, after refreshing the session's own first when the subject token is about to expire
    * (proxy/token-exchange.ts). Built only when a renewal is due, never on a steady-state call.
    */
-  function renewal(t: TokenSet, route: CompiledRoute, sub: string, tolerance: number): { fn: RefreshFn; needsRefreshToken: boolean; renewal: string } {
+  function renewal(t: TokenSet, route: CompiledRoute, sub: string): { fn: RefreshFn; needsRefreshToken: boolean; renewal: string } {
     const exchanged = withExchange(route);
     if (!exchanged) return { fn: refreshFor(route.resource, sub), needsRefreshToken: true, renewal: route.resource ? `resource ${route.resource}` : 'refresh' };
-    if (expiresWithin(t, tolerance, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true, renewal: 'refresh' };
+    if (expiresWithin(t, skew, nowSeconds(deps.clock))) return { fn: refreshFor(undefined, sub), needsRefreshToken: true, renewal: 'refresh' };
     return { fn: exchangeFor(exchanged, exchange, deps.clock), needsRefreshToken: false, renewal: `exchange ${route.path}` };
   }
 
@@ -182,14 +182,12 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // The cooldown is claimed once per renewal: a second round (an exchange route whose first
     // round refreshed the session's own token) must not find its own claim and give up.
     let claimed = false;
-    // Once this call has renewed, a token is used while it has not expired at all: one that a
-    // provider issues for no longer than the skew (30 s tokens, the default 30 s skew) was
-    // renewed again in every round, three grants per call.
-    let renewed = false;
+    // A token just renewed is never due again in the same call: it is renewed at most half its
+    // lifetime before it expires (session/tokens.ts renewalMargin), however short it lives.
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
-      if (token && !isRefused && !expiresWithin(token, renewed ? 0 : skew, nowSeconds(deps.clock))) return token.accessToken;
+      if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
@@ -198,10 +196,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
         if (!(await refused.cooldown.session(session.digest, cooldownKey(route), current.version))) return undefined;
         claimed = true;
       }
-      // The subject token is judged as the route's is: just renewed, it serves until it expires.
-      const next = renewal(current.tokens as TokenSet, route, auth.sub, renewed ? 0 : skew);
+      const next = renewal(current.tokens as TokenSet, route, auth.sub);
       current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
-      renewed = true;
       if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;

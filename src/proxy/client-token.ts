@@ -19,7 +19,7 @@ import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { sleep, tryLock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
-import { DEFAULT_TOKEN_LIFETIME_SECONDS } from '../session/tokens.js';
+import { expiresWithin, lifeOf, renewalMargin, type Expiring } from '../session/tokens.js';
 import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
 
 export interface ClientTokenRequest {
@@ -27,10 +27,8 @@ export interface ClientTokenRequest {
   resource?: string;
 }
 
-export interface FetchedClientToken {
+export interface FetchedClientToken extends Expiring {
   accessToken: string;
-  /** Epoch seconds. */
-  expiresAt?: number;
 }
 
 export interface ClientTokenOptions {
@@ -47,7 +45,7 @@ export interface ClientTokenOptions {
   cooldown?: RefusalCooldown;
 }
 
-interface Cached {
+interface Cached extends Expiring {
   accessToken: string;
   expiresAt: number;
 }
@@ -70,7 +68,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   const getting = new Map<string, Promise<string>>();
   const renewing = new Map<string, Promise<string | undefined>>();
   const nowSeconds = () => Math.floor(clock() / 1000);
-  const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.expiresAt - skewSeconds > nowSeconds();
+  const usable = (c: Cached | undefined): c is Cached => c !== undefined && !expiresWithin(c, skewSeconds, nowSeconds());
   const cacheKey = (request: ClientTokenRequest) => digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
 
   async function readShared(key: string): Promise<Cached | undefined> {
@@ -90,11 +88,8 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       options.onFetch?.('failure');
       throw err instanceof GatewayError && err.code !== 'login_required' ? err : new GatewayError('token_refresh_failed', { cause: err });
     }
-    const cached: Cached = {
-      accessToken: fetched.accessToken,
-      expiresAt: fetched.expiresAt ?? nowSeconds() + DEFAULT_TOKEN_LIFETIME_SECONDS,
-    };
-    const ttl = cached.expiresAt - skewSeconds - nowSeconds();
+    const cached: Cached = { accessToken: fetched.accessToken, ...lifeOf(fetched, nowSeconds()) };
+    const ttl = Math.floor(cached.expiresAt - renewalMargin(cached, skewSeconds) - nowSeconds());
     if (ttl > 0) {
       await redis.set(keys.clientToken(key), sealer.seal(JSON.stringify(cached), `client-token:${key}`), 'EX', ttl);
     }

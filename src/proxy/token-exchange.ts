@@ -13,7 +13,7 @@
  */
 import type { CompiledRoute } from './routes.js';
 import type { RefreshFn } from '../session/refresh.js';
-import { DEFAULT_TOKEN_LIFETIME_SECONDS, nowSeconds, type ResourceToken, type TokenSet } from '../session/tokens.js';
+import { lifeOf, nowSeconds, type ResourceToken, type TokenSet } from '../session/tokens.js';
 import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
 
 export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
@@ -53,7 +53,7 @@ export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequ
     const got = await exchange(current.accessToken, route.tokenExchange);
     const token: ResourceToken = {
       accessToken: got.accessToken,
-      expiresAt: got.expiresAt ?? nowSeconds(clock) + DEFAULT_TOKEN_LIFETIME_SECONDS,
+      ...lifeOf(got, nowSeconds(clock)),
       ...(got.scope !== undefined ? { scope: got.scope } : {}),
       exchangedFor: exchangeRequestKey(route.tokenExchange),
     };

@@ -1,10 +1,18 @@
 /** The token set kept (sealed) in a session, and pure checks on it. The clock is passed in. */
 import { isDpopPrivateJwk, type DpopPrivateJwk } from '../crypto/dpop.js';
 
-export interface ResourceToken {
-  accessToken: string;
+/**
+ * When a token expires and, when the provider said, how long it was issued for (expires_in, in
+ * seconds): what its renewal is judged on.
+ */
+export interface Expiring {
   /** Epoch seconds. */
   expiresAt?: number;
+  lifetime?: number;
+}
+
+export interface ResourceToken extends Expiring {
+  accessToken: string;
   scope?: string;
   /**
    * Exchanged tokens only: the exchange request it answered (proxy/token-exchange.ts
@@ -14,12 +22,11 @@ export interface ResourceToken {
   exchangedFor?: string;
 }
 
-export interface TokenSet {
+export interface TokenSet extends Expiring {
   accessToken: string;
   refreshToken?: string;
   idToken?: string;
-  /** Epoch seconds; absent when the provider gave no expires_in. */
-  expiresAt?: number;
+  // expiresAt is absent when the provider gave no expires_in.
   scope?: string;
   /** RFC 8707 audience-restricted access tokens, by resource URI. */
   resources?: Record<string, ResourceToken>;
@@ -35,8 +42,29 @@ export interface TokenSet {
 /** Access tokens without expires_in are treated as living this long (RFC 6749 §5.1 leaves it open). */
 export const DEFAULT_TOKEN_LIFETIME_SECONDS = 300;
 
-export function expiresWithin(token: { expiresAt?: number }, skewSeconds: number, nowSeconds: number): boolean {
-  return token.expiresAt !== undefined && token.expiresAt - skewSeconds <= nowSeconds;
+/**
+ * A token's expiry as the provider stated it, or DEFAULT_TOKEN_LIFETIME_SECONDS from `nowSeconds`
+ * when it did not: for tokens that cannot live for the rest of the session (exchanged and client
+ * tokens, which are cheap to get again).
+ */
+export function lifeOf(token: Expiring, nowSeconds: number): { expiresAt: number; lifetime?: number } {
+  if (token.expiresAt === undefined) return { expiresAt: nowSeconds + DEFAULT_TOKEN_LIFETIME_SECONDS, lifetime: DEFAULT_TOKEN_LIFETIME_SECONDS };
+  return token.lifetime === undefined ? { expiresAt: token.expiresAt } : { expiresAt: token.expiresAt, lifetime: token.lifetime };
+}
+
+/**
+ * How long before it expires a token is renewed: `skewSeconds`, but at most half the lifetime
+ * the provider issued it for. A token issued for no longer than the skew (a 30 s token, a 60 s
+ * skew) serves its first half; it was due from the start, a renewal on every call.
+ */
+export function renewalMargin(token: Expiring, skewSeconds: number): number {
+  const half = token.lifetime === undefined ? skewSeconds : token.lifetime / 2;
+  return half < skewSeconds ? half : skewSeconds;
+}
+
+/** Whether `token` is due for renewal at `nowSeconds` (never, when its expiry is not known). */
+export function expiresWithin(token: Expiring, skewSeconds: number, nowSeconds: number): boolean {
+  return token.expiresAt !== undefined && token.expiresAt - renewalMargin(token, skewSeconds) <= nowSeconds;
 }
 
 export function nowSeconds(clock: () => number = Date.now): number {

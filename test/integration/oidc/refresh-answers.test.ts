@@ -319,9 +319,10 @@ describe('a token of the wrong type for a bearer session', () => {
 });
 
 describe('a provider whose tokens live no longer than the refresh skew', () => {
-  // Fails if, in proxy/bearer.ts userAccessToken, the check after a renewal keeps the skew
-  // (`renewed ? 0 : skew` back to `skew`): each round renewed again, three grants per call.
-  it('costs one refresh per call, not three', async () => {
+  // Both fail if, in src/session/tokens.ts renewalMargin, the margin is the full skew again
+  // (`return skewSeconds;`): a 10 s token (30 s skew) was due from the moment it was issued,
+  // a refresh (or a client-credentials grant) on every call.
+  it('serves each token for the first half of its life: one refresh, not one per call', async () => {
     const s = await signedIn();
     front.intercept(async (req) => {
       if (!isGrant(req, 'refresh_token')) return undefined;
@@ -332,7 +333,30 @@ describe('a provider whose tokens live no longer than the refresh skew', () => {
     clock.advance(3600);
     const before = refreshesSeen();
     for (let i = 0; i < 3; i++) expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
-    expect(refreshesSeen() - before).toBe(3);
+    expect(refreshesSeen() - before).toBe(1);
+    clock.advance(4);
+    expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+    expect(refreshesSeen() - before).toBe(1);
+    clock.advance(2);
+    expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+    expect(refreshesSeen() - before).toBe(2);
+  });
+
+  it('a client token of 10 s is cached and shared for 5 s: one grant for all calls', async () => {
+    for (const key of await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`)) await gw.runtime.redis.del(key);
+    const grants = () => front.requests.filter((r) => isGrant(r, 'client_credentials')).length;
+    front.intercept((req) =>
+      isGrant(req, 'client_credentials')
+        ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ access_token: `cc-short-${grants()}`, token_type: 'Bearer', expires_in: 10 }) }
+        : undefined,
+    );
+    const before = grants();
+    for (let i = 0; i < 3; i++) expect((await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf })).status).toBe(200);
+    expect(grants() - before).toBe(1);
+    const [key] = await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
+    const ttl = await gw.runtime.redis.ttl(key as string);
+    expect(ttl).toBeGreaterThanOrEqual(3);
+    expect(ttl).toBeLessThanOrEqual(5);
   });
 });
 

@@ -203,10 +203,10 @@ describe('without tokenExchange', () => {
 });
 
 describe('a session whose own token lives no longer than the refresh skew', () => {
-  // Fails if, in src/proxy/bearer.ts userAccessToken, renewal() judges the subject token with
-  // the full skew after a renewal (`renewed ? 0 : skew` back to `skew`): every round refreshed
-  // the 10 s subject token again and the exchange never ran (502, three refreshes per call).
-  it('refreshes it once, then exchanges: one refresh and one exchange per call', async () => {
+  // Fails if, in src/session/tokens.ts renewalMargin, the margin is the full skew again
+  // (`return skewSeconds;`): the 10 s subject token was due from the start, every round
+  // refreshed it again and the exchange never ran (502, three refreshes per call).
+  it('exchanges it while in its first half of life; past it, one refresh and one exchange', async () => {
     const short = await startExchangeStack({
       clock,
       apis: { [API]: { 'api:read': 'Read the API' }, [LEDGER]: { 'ledger:read': 'Read the ledger' } },
@@ -218,11 +218,16 @@ describe('a session whose own token lives no longer than the refresh skew', () =
       const client = new BrowserClient();
       await signIn(client, short.gateway.url);
       const grants = () => ({ ...short.provider.counters.grants });
-      const before = grants();
-      expect((await client.get(`${short.gateway.url}/ledger/balance`, { headers: csrf })).status).toBe(200);
-      const after = grants();
-      expect((after.refresh_token ?? 0) - (before.refresh_token ?? 0)).toBe(1);
-      expect((after[EXCHANGE] ?? 0) - (before[EXCHANGE] ?? 0)).toBe(1);
+      const counted = async () => {
+        const before = grants();
+        expect((await client.get(`${short.gateway.url}/ledger/balance`, { headers: csrf })).status).toBe(200);
+        const after = grants();
+        return { refreshes: (after.refresh_token ?? 0) - (before.refresh_token ?? 0), exchanges: (after[EXCHANGE] ?? 0) - (before[EXCHANGE] ?? 0) };
+      };
+      expect(await counted()).toEqual({ refreshes: 0, exchanges: 1 });
+      // Past the exchanged token's renewal (60 s, renewed 30 s early) and the subject's expiry.
+      clock.advance(40);
+      expect(await counted()).toEqual({ refreshes: 1, exchanges: 1 });
     } finally {
       await short.close();
     }
