@@ -199,3 +199,8 @@ export function decodePath(canonical: string): string {
 export function looseReading(decoded: string): string {
   return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
 }
+
+/** `path` is `prefix` or below it, on a segment boundary. */
+export function under(path: string, prefix: string): boolean {
+  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f);
+}

@@ -6,7 +6,7 @@
  * They run even when a key's own check failed (and was reported), so they must not throw, or
  * every other problem would go unreported.
  */
-import { canonicalPath, decodePath, looseReading } from './canonical-path.js';
+import { canonicalPath, decodePath, looseReading, under } from './canonical-path.js';
 import { unsafeSettings, type SafetyProblem } from './safety.js';
 import type { ParsedConfig } from './schema.js';
 
@@ -52,7 +52,6 @@ function routeProblems(cfg: ParsedConfig): SafetyProblem[] {
   if (auth === '/') issue(['server', 'authPath'], 'must not be "/": the gateway\'s endpoints need a prefix of their own');
   // Compared as requests are matched (escapes decoded): /api/a!b and /api/a%21b are one route.
   const matchedForm = (p: string) => (typeof canonicalPath(p) === 'string' ? decodePath(p) : p);
-  const within = (p: string, base: string) => p === base || p.startsWith(`${base}/`);
   const authMatched = matchedForm(auth);
   const seen = new Set<string>();
   const seenLoose = new Set<string>();
@@ -64,9 +63,9 @@ function routeProblems(cfg: ParsedConfig): SafetyProblem[] {
     else if (seenLoose.has(looseReading(matched))) issue(['routes', i, 'path'], 'differs from another route only in letter case or trailing dots and spaces');
     seen.add(matched);
     seenLoose.add(looseReading(matched));
-    if (route.path === '/' || within(matched, authMatched)) {
+    if (route.path === '/' || under(matched, authMatched)) {
       issue(['routes', i, 'path'], `must not be "/" or lie under server.authPath (${auth})`);
-    } else if (within(authMatched, matched)) {
+    } else if (under(authMatched, matched)) {
       // Routes are matched before the gateway's endpoints: logout, the callback, back-channel
       // logout would all go to the upstream.
       issue(['server', 'authPath'], `must not lie under routes[${i}].path (${route.path}): its requests would go to that upstream`);

@@ -10,7 +10,7 @@
 import { GatewayError } from '../errors.js';
 import { canonicalPath, type PathRefusal } from '../config/canonical-path.js';
 
-export { canonicalPath, decodePath, looseReading, type PathRefusal, type PathRefusalReason } from '../config/canonical-path.js';
+export { canonicalPath, decodePath, looseReading, under, type PathRefusal, type PathRefusalReason } from '../config/canonical-path.js';
 
 const NOT_ORIGIN_FORM: PathRefusal = Object.freeze({ refused: 'not_origin_form' });
 

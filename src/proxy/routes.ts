@@ -20,7 +20,7 @@
  * reading, pay for the check.
  */
 import type { RouteConfig } from '../config/schema.js';
-import { decodePath, looseReading, type PathRefusal } from './canonical-path.js';
+import { decodePath, looseReading, under, type PathRefusal } from './canonical-path.js';
 
 export interface CompiledRoute extends RouteConfig {
   /** The target's origin (scheme, host, port), parsed once: e.g. whose DPoP nonce applies. */
@@ -63,11 +63,6 @@ export function compileRoute(route: RouteConfig, globalDpop = false): CompiledRo
       return requestPath.slice(at);
     },
   };
-}
-
-/** `path` is `prefix` or below it, on a segment boundary. */
-function under(path: string, prefix: string): boolean {
-  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f);
 }
 
 /**
