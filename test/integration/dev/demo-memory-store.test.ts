@@ -6,8 +6,9 @@
  * as a user would start it; nothing else about the config changes.
  *
  * The dev provider's access tokens live 600 s; DEV_IDP_ACCESS_TOKEN_TTL (src/dev/idp.ts) makes
- * them live 35 s here, so with the default refreshSkewSeconds (30) a token is due for refresh
- * 5 s after it is issued: the test waits for that moment, bounded, on the token's own `exp`.
+ * them live 12 s here, so with the default refreshSkewSeconds (30) a token is due for refresh
+ * halfway through its life (session/tokens.ts renewalMargin), 6 s after it is issued: the test
+ * waits for that moment, bounded, on the token's own `exp`.
  *
  * Mutation check (done by hand once, in a throwaway worktree): src/demo.ts, createRuntime:
  * `if (!(err instanceof StartupError) || !dev.memoryStoreFallback) throw err;` → `throw err;`
@@ -19,8 +20,9 @@ import { CLI, ensureBuilt, request } from '../../support/cli-process.js';
 import { signIn } from '../../support/drive-login.js';
 import { findFreePort } from '../../support/redis-server.js';
 import type { DemoApiAnswer } from '../../../src/dev/demo-api.js';
+import { renewalMargin } from '../../../src/session/tokens.js';
 
-const ACCESS_TOKEN_TTL_SECONDS = 35;
+const ACCESS_TOKEN_TTL_SECONDS = 12;
 /** config/default.yaml sets no tokens section: the schema's default skew applies. */
 const DEFAULT_REFRESH_SKEW_SECONDS = 30;
 const STARTUP_BOUND_MS = 20_000;
@@ -110,7 +112,7 @@ async function untilLogged(check: () => boolean): Promise<void> {
 async function untilDueForRefresh(expiresAt: string): Promise<void> {
   // The gateway's expiresAt is its own floor(now) + expires_in: up to a second after the `exp`
   // the provider wrote, hence the extra second.
-  const due = Date.parse(expiresAt) - DEFAULT_REFRESH_SKEW_SECONDS * 1000 + 1_050;
+  const due = Date.parse(expiresAt) - renewalMargin({ lifetime: ACCESS_TOKEN_TTL_SECONDS }, DEFAULT_REFRESH_SKEW_SECONDS) * 1000 + 1_050;
   const giveUpAt = Date.now() + (ACCESS_TOKEN_TTL_SECONDS + 2) * 1000;
   while (Date.now() < due) {
     if (Date.now() > giveUpAt) throw new Error(`the token's refresh moment (${expiresAt}) did not come within its lifetime`);
