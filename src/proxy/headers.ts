@@ -139,7 +139,7 @@ export function responseHeaders(raw: readonly string[], isOurs: (name: string) =
     const lower = name.toLowerCase();
     if (lower === 'connection') connection = connection === undefined ? value : `${connection}, ${value}`;
     if (HOP_BY_HOP_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
-    if (lower === 'set-cookie' && isOurs(cookieName(value))) continue;
+    if (lower === 'set-cookie' && isOursOrNameless(cookieName(value), isOurs)) continue;
     out.push(name, value);
   }
   if (connection === undefined || connection === 'keep-alive' || connection === 'close') return out;
@@ -151,6 +151,13 @@ export function responseHeaders(raw: readonly string[], isOurs: (name: string) =
   }
   return kept;
 }
+
+/**
+ * A nameless cookie (`=bff=x`) is dropped too: a browser that stores it sends `bff=x` back, the
+ * gateway's cookie by another name (RFC 6265bis leaves the name empty; Chromium refuses such a
+ * cookie, older Firefox and Safari kept it).
+ */
+const isOursOrNameless = (name: string, isOurs: (name: string) => boolean) => name === '' || isOurs(name);
 
 function cookieName(pair: string): string {
   const eq = pair.indexOf('=');

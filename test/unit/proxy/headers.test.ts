@@ -95,6 +95,9 @@ describe('proxied request headers', () => {
 
   it("drops upstream Set-Cookie headers that would overwrite the gateway's cookies", () => {
     expect(responseHeaders(['Set-Cookie', 'bff=attacker; Path=/', 'Set-Cookie', 'theirs=1; Path=/'], ours)).toEqual(['Set-Cookie', 'theirs=1; Path=/']);
+    // Nameless: a browser that keeps it sends `bff=attacker` back. Fails if isOursOrNameless
+    // no longer drops an empty name (`name === '' ||` removed).
+    expect(responseHeaders(['Set-Cookie', '=bff=attacker; Path=/api', 'Set-Cookie', ' =x', 'Set-Cookie', 'theirs=1'], ours)).toEqual(['Set-Cookie', 'theirs=1']);
   });
 });
 
