@@ -67,6 +67,22 @@ const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, {
   message: 'must be an HTTP header name',
 });
 
+/**
+ * The CSRF header must be one a page can only send after a CORS preflight, and one it can send at
+ * all: not CORS-safelisted (Fetch §2.2.2: a cross-site form or fetch sends `Accept-Language: 1`
+ * with no preflight, and the check would pass), not forbidden (Fetch §2.2.2: a browser never
+ * lets a page set `Cookie`, `Origin` or `Sec-*`, so every call would be refused).
+ */
+const SAFELISTED = new Set(['accept', 'accept-language', 'content-language', 'content-type', 'range']);
+const FORBIDDEN = new Set(
+  'accept-charset accept-encoding access-control-request-headers access-control-request-method connection content-length cookie cookie2 date dnt expect host keep-alive origin referer set-cookie te trailer transfer-encoding upgrade via'.split(' '),
+);
+const csrfHeaderName = headerName.superRefine((name, ctx) => {
+  const lower = name.toLowerCase();
+  if (SAFELISTED.has(lower)) ctx.addIssue({ code: 'custom', message: 'is a CORS-safelisted header, which any site can send without a preflight: use a custom name such as x-csrf' });
+  else if (FORBIDDEN.has(lower) || lower.startsWith('proxy-') || lower.startsWith('sec-')) ctx.addIssue({ code: 'custom', message: 'is a header browsers do not let a page set: use a custom name such as x-csrf' });
+});
+
 const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, {
   message: 'must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)',
 });
@@ -231,7 +247,7 @@ export const configSchema = z
     tokens: z
       .strictObject({ refreshSkewSeconds: z.number().int().min(0).max(3600).default(30) })
       .default({ refreshSkewSeconds: 30 }),
-    csrf: z.strictObject({ headerName: headerName.default('x-csrf') }).default({ headerName: 'x-csrf' }),
+    csrf: z.strictObject({ headerName: csrfHeaderName.default('x-csrf') }).default({ headerName: 'x-csrf' }),
     rateLimit: z
       .strictObject({
         loginPerMinute: z.number().int().min(1).default(60),

@@ -32,6 +32,20 @@ describe('config loading', () => {
     expect(cfg.derived.redirectUri).toBe('https://app.example.com/auth/callback');
   });
 
+  // Fails if csrf.headerName is the plain headerName schema again (csrfHeaderName's checks gone):
+  // `Accept-Language: 1` goes cross-site with no preflight, and the CSRF check passed.
+  it('refuses a CSRF header name any site can send without a preflight, or a page cannot send at all', () => {
+    for (const name of ['accept-language', 'Accept', 'content-type', 'content-language', 'range']) {
+      expect(problems(minimal({ csrf: { headerName: name } }))).toEqual([
+        `csrf.headerName: is a CORS-safelisted header, which any site can send without a preflight: use a custom name such as x-csrf`,
+      ]);
+    }
+    for (const name of ['cookie', 'Origin', 'sec-fetch-site', 'proxy-x']) {
+      expect(problems(minimal({ csrf: { headerName: name } }))).toEqual([`csrf.headerName: is a header browsers do not let a page set: use a custom name such as x-csrf`]);
+    }
+    expect(problems(minimal({ csrf: { headerName: 'X-Requested-With' } }))).toEqual([]);
+  });
+
   it('names the session and login cookies __Host- and marks cookies secure when publicUrl is https', () => {
     const cfg = parseConfig(minimal(), { env: {} });
     expect(cfg.derived.sessionCookieName).toBe('__Host-bff');
