@@ -11,6 +11,7 @@ import { parseCidr, trustedRangeProblem } from './cidr.js';
 import { privateKeyProblem } from './private-key.js';
 import { isLoopbackHost } from './hosts.js';
 import { isTlsNode, redisNodeProblem } from './redis-node.js';
+import { csrfHeaderName, headerName } from './header-names.js';
 
 export { isLoopbackHost } from './hosts.js';
 
@@ -61,26 +62,6 @@ const trustedRange = z.string().superRefine((value, ctx) => {
   const cidr = parseCidr(value);
   const message = cidr === undefined ? 'must be an IP address or CIDR range' : trustedRangeProblem(cidr);
   if (message !== undefined) ctx.addIssue({ code: 'custom', message });
-});
-
-const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, {
-  message: 'must be an HTTP header name',
-});
-
-/**
- * The CSRF header must be one a page can only send after a CORS preflight, and one it can send at
- * all: not CORS-safelisted (Fetch §2.2.2: a cross-site form or fetch sends `Accept-Language: 1`
- * with no preflight, and the check would pass), not forbidden (Fetch §2.2.2: a browser never
- * lets a page set `Cookie`, `Origin` or `Sec-*`, so every call would be refused).
- */
-const SAFELISTED = new Set(['accept', 'accept-language', 'content-language', 'content-type', 'range']);
-const FORBIDDEN = new Set(
-  'accept-charset accept-encoding access-control-request-headers access-control-request-method connection content-length cookie cookie2 date dnt expect host keep-alive origin referer set-cookie te trailer transfer-encoding upgrade via'.split(' '),
-);
-const csrfHeaderName = headerName.superRefine((name, ctx) => {
-  const lower = name.toLowerCase();
-  if (SAFELISTED.has(lower)) ctx.addIssue({ code: 'custom', message: 'is a CORS-safelisted header, which any site can send without a preflight: use a custom name such as x-csrf' });
-  else if (FORBIDDEN.has(lower) || lower.startsWith('proxy-') || lower.startsWith('sec-')) ctx.addIssue({ code: 'custom', message: 'is a header browsers do not let a page set: use a custom name such as x-csrf' });
 });
 
 const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, {
