@@ -12,6 +12,18 @@ export function normaliseAddress(addr: string): string {
   return addr.toLowerCase().startsWith('::ffff:') && isIP(addr.slice(7)) === 4 ? addr.slice(7) : addr;
 }
 
+/**
+ * What a per-client limit counts: an IPv4 address as it is, an IPv6 address by its /64. One host
+ * routinely holds a whole /64 (SLAAC privacy addresses, a cloud VM's range): counted address by
+ * address, a single machine is never limited (RFC 6177, RFC 8981).
+ */
+export function clientBucket(addr: string): string {
+  const address = normaliseAddress(addr);
+  if (isIP(address) !== 6) return address;
+  const network = addressBytes({ address, prefix: 64, family: 'ipv6' }).map((b, i) => (i < 8 ? b : 0));
+  return `${formatAddress(network, 'ipv6')}/64`;
+}
+
 /** `10.0.0.0/8`, `fd00::/8` or a single address (a full-length prefix); undefined if malformed. */
 export function parseCidr(value: string): Cidr | undefined {
   const slash = value.indexOf('/');

@@ -5,6 +5,7 @@
 import type { RedisClient } from './client.js';
 import { GatewayError } from '../errors.js';
 import { digest, type Keys } from './keys.js';
+import { clientBucket } from '../config/cidr.js';
 
 const HIT = `
 local n = redis.call('INCR', KEYS[1])
@@ -16,7 +17,7 @@ export async function hitWindow(redis: RedisClient, key: string, windowSeconds: 
 }
 
 export interface LoginLimiter {
-  /** Counts one login start from `address`; throws 429 rate_limited past the limit. */
+  /** Counts one login start from `address` (an IPv6 one by its /64); throws 429 rate_limited past the limit. */
   hit(address: string): Promise<void>;
 }
 
@@ -25,7 +26,7 @@ export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: nu
     async hit(address) {
       const now = clock();
       const minute = Math.floor(now / 60_000);
-      const count = await hitWindow(redis, keys.loginRate(digest(address), minute), 60);
+      const count = await hitWindow(redis, keys.loginRate(digest(clientBucket(address)), minute), 60);
       if (count > perMinute) {
         const retryAfter = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000));
         throw new GatewayError('rate_limited', { headers: { 'Retry-After': String(retryAfter) } });

@@ -52,3 +52,23 @@ it('answers 429 rate_limited with Retry-After once an address passes the limit, 
   const transactions = await dumpRedis(gw.config.redis.url as string, `${gw.config.redis.keyPrefix}tx:*`);
   expect(transactions).toHaveLength(accepted);
 });
+
+describe('an IPv6 client', () => {
+  let v6: Stack;
+  beforeAll(async () => {
+    v6 = await startStack({ clock, config: { server: { trustProxy: true }, rateLimit: { loginPerMinute: LIMIT } } });
+  });
+  afterAll(() => v6?.close());
+
+  // Fails if, in redis/rate-limit.ts, the limiter keys on the address again
+  // (`digest(clientBucket(address))` → `digest(address)`): each address of the /64 had its own
+  // count, so one host was never limited and could fill rateLimit.maxActiveLogins for everyone.
+  it('is counted by its /64: a host walking its interface ids is limited like one address; another /64 is not', async () => {
+    const start = (address: string) =>
+      new BrowserClient().get(`${v6.gateway.url}/auth/login`, { headers: { accept: 'application/json', 'x-forwarded-for': address } });
+    const statuses: number[] = [];
+    for (let i = 1; i <= LIMIT + 2; i++) statuses.push((await start(`2001:db8:1:2::${i.toString(16)}`)).status);
+    expect(statuses).toEqual([...new Array<number>(LIMIT).fill(302), 429, 429]);
+    expect((await start('2001:db8:1:3::1')).status).toBe(302);
+  });
+});

@@ -1,0 +1,24 @@
+/**
+ * What the login rate limit counts (config/cidr.ts clientBucket): an IPv4 address, or an IPv6
+ * address's /64, however it is written.
+ */
+import { clientBucket } from '../../../src/config/cidr.js';
+
+describe('clientBucket', () => {
+  it('counts an IPv4 address as itself, IPv4-mapped IPv6 included', () => {
+    expect(clientBucket('203.0.113.7')).toBe('203.0.113.7');
+    expect(clientBucket('::ffff:203.0.113.7')).toBe('203.0.113.7');
+  });
+
+  it('counts every address of one IPv6 /64 as one, however written', () => {
+    const buckets = ['2001:db8:1:2::1', '2001:db8:1:2::ffff', '2001:0db8:0001:0002:abcd:0:0:9', '2001:DB8:1:2:FFFF:FFFF:FFFF:FFFF', '2001:db8:1:2::1%eth0'].map(clientBucket);
+    expect(new Set(buckets)).toEqual(new Set(['2001:db8:1:2::/64']));
+    expect(clientBucket('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(clientBucket('::1')).toBe('::/64');
+  });
+
+  it('passes anything that is no address through, to be counted as it is', () => {
+    expect(clientBucket('')).toBe('');
+    expect(clientBucket('not an address')).toBe('not an address');
+  });
+});
