@@ -280,10 +280,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       logger.info({ event: 'logout', session: auth.handle }, 'signed out');
     }
     clearSessionCookie(res, config);
-    // Not "cookies": that directive clears the whole site's cookies (every port of localhost,
-    // every subdomain of example.com), the provider's own session included, which would break
-    // its end-session page. The session cookie is cleared above by name.
-    res.set('Clear-Site-Data', '"storage"');
+    // "cache": API answers the browser kept are not shown to its next user. Not "cookies": it
+    // clears the whole site's cookies (every port of localhost, every subdomain of example.com),
+    // the provider's session included, breaking its end-session page; ours is cleared above.
+    res.set('Clear-Site-Data', '"cache", "storage"');
     res.json({ logoutUrl });
   }
 

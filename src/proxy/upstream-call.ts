@@ -9,6 +9,7 @@ import type http from 'node:http';
 import type { Socket } from 'node:net';
 import type { DpopAttachment } from './dpop-proofs.js';
 import { announcesBody, responseHeaders } from './headers.js';
+import { asCookieAnswer } from './cache-headers.js';
 import type { Credential } from './upstream.js';
 import { parseWwwAuthenticate } from './www-authenticate.js';
 
@@ -64,9 +65,11 @@ export function staleConnection(err: Error, req: Retriable, res: http.ServerResp
  * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
  * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
  * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
+ * A user route's answer has its caching headers read for the cookie (`forCookie`, cache-headers.ts).
  */
-export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean): void {
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, responseHeaders(proxyRes.rawHeaders, isGatewayCookie));
+export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean, forCookie: boolean): void {
+  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie);
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, forCookie ? asCookieAnswer(headers) : headers);
   proxyRes.pipe(res);
 }
 

@@ -98,6 +98,8 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
 
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie, trace, retry } = options;
+  // The browser's request carried its cookie where the upstream's carried the user's token.
+  const forCookie = route.auth === 'user' || route.auth === 'user-optional';
   const target = new URL(route.target);
   const agent =
     target.protocol === 'https:'
@@ -169,7 +171,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       const kind = longLivedKind(proxyRes, req.method);
       if (kind !== undefined) options.onLongLived(req, res, kind);
     }
-    passThrough(proxyRes, res, isGatewayCookie);
+    passThrough(proxyRes, res, isGatewayCookie, forCookie);
   };
   const answered = (proxyRes: http.IncomingMessage) => {
     const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;

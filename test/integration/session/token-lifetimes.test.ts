@@ -136,7 +136,7 @@ describe('revocation when a session ends', () => {
     const tokens = await tokensOfSession(stack.gateway, b.cookie);
     const res = await b.client.post(`${stack.gateway.url}/auth/logout`, { headers: csrf });
     expect(res.status).toBe(200);
-    expect(res.headers.get('clear-site-data')).toBe('"storage"');
+    expect(res.headers.get('clear-site-data')).toBe('"cache", "storage"');
     expect(res.headers.getSetCookie().some((c) => c.startsWith(`${stack.config.derived.sessionCookieName}=;`) && /Expires=Thu, 01 Jan 1970/.test(c))).toBe(true);
     expect((await stack.provider.introspect(tokens?.refreshToken as string)).active).toBe(false);
   });
