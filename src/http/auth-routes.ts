@@ -26,12 +26,15 @@ import { appUrl, isSameOriginRelativePath } from './return-to.js';
 import {
   clearSessionCookie,
   createCookieVerifier,
+  destroy,
   isLoginCookieName,
   loginCookieName,
   loginCookieClearOptions,
   loginCookieOptions,
   readCookies,
+  regenerate,
   requireSignedIn,
+  save,
 } from './session-cookie.js';
 import type { Revoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
@@ -72,18 +75,6 @@ const MAX_LOGIN_COOKIES = 5;
 const CAP_LOG_INTERVAL_MS = 60_000;
 
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
-
-function regenerate(req: Request): Promise<void> {
-  return new Promise((resolve, reject) => req.session.regenerate((err: unknown) => (err ? reject(err) : resolve())));
-}
-
-function save(req: Request): Promise<void> {
-  return new Promise((resolve, reject) => req.session.save((err: unknown) => (err ? reject(err) : resolve())));
-}
-
-function destroy(req: Request): Promise<void> {
-  return new Promise((resolve, reject) => req.session.destroy((err: unknown) => (err ? reject(err) : resolve())));
-}
 
 export function createAuthRouter(deps: AuthRouteDeps): Router {
   const { config, provider, transactions, vault, registry, logger, metrics } = deps;
@@ -207,7 +198,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
     // A sign-in while already signed in replaces that session entirely: the one whose cookie
     // came with this request (SameSite=Lax) and the one noted at /auth/login (Strict cookies
-    // are not sent on the provider's cross-site redirect back).
+    // are not sent on the provider's cross-site redirect back); once saved, also another
+    // sign-in's that replaced them meanwhile (two tabs; a failure there does not fail this one).
     const replaced = new Set<string>();
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
@@ -239,6 +231,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Saved form now that the record exists, so that list() prunes the entry once the session is
     // gone. Should this fail (503), the pending entry still lists and ends the session.
     await withStore(() => registry.register(sessionDigest, auth, 'saved'));
+    await registry.succeed(replaced, sessionDigest).catch((err: unknown) => {
+      logger.warn({ event: 'login_succession_failed', reason: describeProviderError(err) }, 'a concurrent sign-in of this browser may outlive it');
+    });
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

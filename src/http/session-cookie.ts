@@ -212,3 +212,16 @@ export function createSessionReader(config: Config, records: SessionRecords): Se
     return { digest: cookie.digest, auth: view?.auth, tokens: view?.tokens, gone: view === undefined };
   };
 }
+
+/** express-session's callbacks as promises: a new session id, a save, a destroy. */
+export function regenerate(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.regenerate((err: unknown) => (err ? reject(err) : resolve())));
+}
+
+export function save(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.save((err: unknown) => (err ? reject(err) : resolve())));
+}
+
+export function destroy(req: Request): Promise<void> {
+  return new Promise((resolve, reject) => req.session.destroy((err: unknown) => (err ? reject(err) : resolve())));
+}

@@ -42,6 +42,8 @@ export interface Keys {
   endedChannel(): string;
   /** A session whose end revoked its tokens (session/registry.ts REVOKING), remembered for a while. */
   revokedSession(sessionDigest: string): string;
+  /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
+  successor(sessionDigest: string): string;
 }
 
 export function createKeys(prefix: string): Keys {
@@ -61,5 +63,6 @@ export function createKeys(prefix: string): Keys {
     dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
     revokedSession: (d) => `${prefix}revoked-sess:{${d}}`,
+    successor: (d) => `${prefix}successor:{${d}}`,
   };
 }

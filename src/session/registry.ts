@@ -17,6 +17,7 @@ import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
+import { TRANSACTION_TTL_SECONDS } from './transactions.js';
 
 export interface ListedSession {
   handle: string;
@@ -50,6 +51,13 @@ export interface SessionRegistry {
    * provider's grant, nor by a timeout.
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
+  /**
+   * Notes `successor` as the sign-in that replaced each of `replaced` (for as long as a sign-in
+   * may take), and ends the one noted before it: two sign-ins of the same browser at once (two
+   * tabs) replace the same session, and the earlier one's cookie is overwritten by the later's.
+   * It lived on unseen, listed, its grant alive after the browser signed out.
+   */
+  succeed(replaced: Iterable<string>, successor: string): Promise<void>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /**
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
@@ -90,6 +98,10 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
 }
 
 /** Deletes a user-index entry only if it still holds the value that was read. */
+/** How many sign-ins in a row, replacing one another, a late one of the same browser ends. */
+const MAX_SUCCESSION = 8;
+/** Notes the successor, returns the one noted before (GET then SET, in one step). */
+const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
 /**
@@ -169,6 +181,16 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
     },
     end,
+    async succeed(replaced, successor) {
+      for (const old of replaced) {
+        let before = (await redis.eval(SUCCEED, 1, keys.successor(old), successor, String(TRANSACTION_TTL_SECONDS))) as string | null;
+        // And what replaced that in turn (a sign-in from the first tab's new session, meanwhile).
+        for (let hop = 0; before !== null && before !== successor && hop < MAX_SUCCESSION; hop++) {
+          await end(before, 'replaced');
+          before = await redis.get(keys.successor(before));
+        }
+      }
+    },
     async endedWithRevocation(sessionDigest) {
       return (await redis.exists(keys.revokedSession(sessionDigest))) === 1;
     },

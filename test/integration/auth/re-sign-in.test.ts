@@ -96,4 +96,47 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(old)).status).toBe(200);
     expect(await recordExists(old)).toBe(true);
   });
+
+  // Fails if, in src/http/auth-routes.ts callback, `registry.succeed(replaced, sessionDigest)`
+  // is removed: the first tab's new session lived on unseen (its cookie overwritten by the
+  // second's), listed as another device, its grant alive after the browser signed out.
+  it('two tabs signing in again at once: the browser keeps one session, and its sign-out ends all', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+    // Both tabs start a sign-in (both were asked to step up), then come back in turn.
+    const [callbackA, callbackB] = [await loginAgain(client), await loginAgain(client)];
+    expect((await client.get(callbackA, { crossSite: true })).status).toBe(302);
+    const first = sessionCookie(client);
+    expect((await client.get(callbackB, { crossSite: true })).status).toBe(302);
+    const second = sessionCookie(client);
+    expect(new Set([old, first, second]).size).toBe(3);
+
+    expect((await userWith(old)).status).toBe(401);
+    expect((await userWith(first)).status).toBe(401);
+    expect(await recordExists(first)).toBe(false);
+    expect((await userWith(second)).status).toBe(200);
+    expect((await client.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+    for (const cookie of [old, first, second]) expect((await userWith(cookie)).status).toBe(401);
+  });
+
+  // Fails if, in src/session/registry.ts succeed, the chain is not followed (`before =
+  // await redis.get(keys.successor(before));` → `before = null;`): the session signed in from
+  // the first tab's meanwhile lived on, its cookie overwritten by the late tab's.
+  it('a late tab ends every session of the browser signed in since it started', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
+    expect((await client.get(callbackA, { crossSite: true })).status).toBe(302);
+    const first = sessionCookie(client);
+    // From the first tab's new session, another sign-in (say, to step up) completes.
+    expect((await client.get(await loginAgain(client), { crossSite: true })).status).toBe(302);
+    const second = sessionCookie(client);
+    expect((await client.get(callbackLate, { crossSite: true })).status).toBe(302);
+    const last = sessionCookie(client);
+    expect(new Set([first, second, last]).size).toBe(3);
+    expect((await userWith(first)).status).toBe(401);
+    expect((await userWith(second)).status).toBe(401);
+    expect((await userWith(last)).status).toBe(200);
+  });
 });
