@@ -115,10 +115,24 @@ export function readCookies(req: Request): Record<string, string | undefined> {
   const header = req.headers.cookie;
   if (!header) return {};
   try {
-    return parseCookieHeader(header);
+    return parseCookies(header);
   } catch {
     return {};
   }
+}
+
+/**
+ * The Cookie header as express-session reads it (its own `cookie` 0.7 strips one pair of
+ * double quotes around a value; `cookie` 1.x keeps them): every reader of the gateway's cookies
+ * takes `bff="s:…"` as the same session, never one reader signed in and another not.
+ */
+function parseCookies(header: string): Record<string, string | undefined> {
+  const cookies = parseCookieHeader(header);
+  for (const name in cookies) {
+    const value = cookies[name];
+    if (value !== undefined && value.length >= 2 && value.charCodeAt(0) === 0x22 && value.charCodeAt(value.length - 1) === 0x22) cookies[name] = value.slice(1, -1);
+  }
+  return cookies;
 }
 
 /** Our signed session cookies are about 80 characters; anything much longer is not one. */
@@ -130,7 +144,7 @@ function signedValue(header: string | undefined, name: string): string | undefin
   if (!header || !header.includes(name)) return undefined;
   let raw: string | undefined;
   try {
-    raw = parseCookieHeader(header)[name];
+    raw = parseCookies(header)[name];
   } catch {
     return undefined;
   }

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { sign } from 'cookie-signature';
 import { digest } from '../../../src/redis/keys.js';
 import { createCookieVerifier, sessionIdFromCookie } from '../../../src/http/session-cookie.js';
@@ -26,6 +27,17 @@ describe('session cookie verification', () => {
     expect(verify(cookie('two'))).toBe('two');
     expect(verify(cookie('three'))).toBe('three');
     expect(verify(cookie('one'))).toBe('one'); // evicted, verified again
+  });
+
+  // Fails if session-cookie.ts parseCookies keeps the quotes (`cookies[name] = value.slice(1, -1)`
+  // removed): express-session (its own cookie 0.7) signed the browser in, the proxy's reader not.
+  it('reads a quoted value as express-session does', () => {
+    const legacy = createRequire(import.meta.url)('express-session/node_modules/cookie') as { parse(h: string): Record<string, string> };
+    const signed = `s:${sign('sid-q', secret)}`;
+    for (const header of [`bff="${signed}"`, `x=1; bff="${encodeURIComponent(signed)}"`]) {
+      expect(legacy.parse(header).bff).toBe(signed);
+      expect(sessionIdFromCookie(header, 'bff', [secret])).toBe('sid-q');
+    }
   });
 
   it('names the Redis keys by the digest of the verified ID, never by the cookie', () => {
