@@ -197,7 +197,17 @@ export function createCredentialResolver(deps: CredentialDeps) {
         claimed = true;
       }
       const next = renewal(current.tokens as TokenSet, route, auth.sub);
-      current = await refresher.refresh(session.digest, current, next.fn, { handle: auth.handle, needsRefreshToken: next.needsRefreshToken, renewal: next.renewal });
+      // Due, not expired, not refused: it serves while another process renews it (or one that
+      // died holds the lock until it lapses), rather than this call waiting for that renewal.
+      const usable = token !== undefined && !isRefused ? token : undefined;
+      const seenVersion = current.version;
+      current = await refresher.refresh(session.digest, current, next.fn, {
+        handle: auth.handle,
+        needsRefreshToken: next.needsRefreshToken,
+        renewal: next.renewal,
+        ...(usable ? { stillUsable: () => !expiresWithin(usable, 0, nowSeconds(deps.clock)) } : {}),
+      });
+      if (usable && current.version === seenVersion) return usable.accessToken;
       if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;

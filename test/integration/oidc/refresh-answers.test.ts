@@ -391,6 +391,32 @@ describe('a client token due for renewal while another process holds the renewal
   }, 30_000);
 });
 
+describe("a session's token due for renewal while another process holds the refresh lock", () => {
+  // Fails if, in src/session/refresh.ts coordinate, `if (context.stillUsable?.()) return seen;`
+  // is removed: the call waited 12 s behind a holder that died (a killed worker), then 502,
+  // although the session's token had not expired.
+  it('is served until it expires: no wait, no refresh; renewed as usual once the lock is free', async () => {
+    const s = await signedIn();
+    const { accessToken, expiresAt } = (await tokensOfSession(gw, s.cookie)) as { accessToken: string; expiresAt: number };
+    // Inside the 30 s skew, so due; the lock as a holder that died left it.
+    clock.advance(expiresAt - Math.floor(clock.now() / 1000) - 10);
+    const lock = gw.runtime.keys.refreshLock(s.digest);
+    await gw.runtime.redis.set(lock, 'dead-holder', 'PX', 15_000);
+    const before = refreshesSeen();
+    try {
+      upstream.reset();
+      expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf, timeoutMs: 20_000 })).status).toBe(200);
+      expect(upstream.requests.at(-1)?.headers.authorization).toBe(`Bearer ${accessToken}`);
+      expect(refreshesSeen()).toBe(before);
+    } finally {
+      await gw.runtime.redis.del(lock);
+    }
+    // Nothing holds the lock now: the due token is renewed as usual.
+    expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+    expect(refreshesSeen()).toBe(before + 1);
+  }, 30_000);
+});
+
 describe('the refresh log line', () => {
   it('names the session by its public handle and the outcome, and carries no token', async () => {
     const s = await signedIn();
