@@ -17,7 +17,8 @@ import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-coo
 import { describeProviderError } from './oidc/errors.js';
 import { createRevoker, type Revoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, connectRedis, createRedis, disconnectRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { connectConfiguredRedis } from './startup.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
@@ -31,6 +32,8 @@ import { createSessionRegistry, type SessionRegistry } from './session/registry.
 import { RedisSessionStore } from './session/store.js';
 import { createTransactions, type Transactions } from './session/transactions.js';
 import { createTokenVault, type TokenVault } from './session/vault.js';
+
+export { StartupError } from './startup.js';
 
 export interface RuntimeOptions {
   /** Where log lines go (tests collect them); default: stdout, asynchronously. */
@@ -78,10 +81,6 @@ export interface Runtime {
   /** Registers cleanup for something built on top of the runtime (e.g. the app's upstream agents). */
   onClose(cleanup: () => void | Promise<void>): void;
   close(): Promise<void>;
-}
-
-export class StartupError extends Error {
-  override readonly name = 'StartupError';
 }
 
 export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -284,26 +283,4 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       logger.flush();
     },
   };
-}
-
-async function connectConfiguredRedis(config: Config, logger: Logger, metrics: Metrics, clock: () => number): Promise<RedisClient> {
-  let lastLog = 0;
-  const client = createRedis(config.redis, {
-    onError(err) {
-      metrics.redisErrors.inc({ kind: 'connection' });
-      // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
-      if (clock() - lastLog > 10_000) {
-        lastLog = clock();
-        logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
-      }
-    },
-  });
-  try {
-    await connectRedis(client, Math.max(config.redis.commandTimeoutMs * 3, 3000));
-  } catch (err) {
-    // Through disconnectRedis: it also stops the client's command-deadline tick.
-    disconnectRedis(client);
-    throw new StartupError(`redis: cannot connect (${err instanceof Error ? err.message : 'unknown error'})`);
-  }
-  return client;
 }
