@@ -65,11 +65,12 @@ export function staleConnection(err: Error, req: Retriable, res: http.ServerResp
  * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
  * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
  * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
- * A user route's answer has its caching headers read for the cookie (`forCookie`, cache-headers.ts).
+ * A session-gated route's answer has its caching headers read for the cookie (`forCookie`, cache-headers.ts).
  */
 export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean, forCookie: boolean): void {
   const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie);
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, forCookie ? asCookieAnswer(headers) : headers);
+  const status = proxyRes.statusCode ?? 502;
+  res.writeHead(status, proxyRes.statusMessage, forCookie ? asCookieAnswer(headers, status) : headers);
   proxyRes.pipe(res);
 }
 

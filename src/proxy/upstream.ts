@@ -24,6 +24,7 @@ import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
+import { needsSession } from './bearer.js';
 import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
 export interface UpstreamOptions {
@@ -98,8 +99,9 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
 
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie, trace, retry } = options;
-  // The browser's request carried its cookie where the upstream's carried the user's token.
-  const forCookie = route.auth === 'user' || route.auth === 'user-optional';
+  // The browser's request carried its cookie where the upstream's carried a credential only a
+  // session gets (the user's token, or the gateway's own on a requireSession route).
+  const forCookie = needsSession(route);
   const target = new URL(route.target);
   const agent =
     target.protocol === 'https:'

@@ -1,14 +1,16 @@
 /**
  * Per-user API answers and the browser's HTTP cache, in Debian's Chromium. The upstream caches
  * as a Bearer API may (`Cache-Control: max-age=300`); the browser's request carried a cookie,
- * not the Authorization the upstream saw, so what the upstream says about Authorization must be
- * said about the cookie, and a sign-out must clear what the browser kept (found by red team:
- * the next user of the same browser was shown the previous user's answer, from the cache).
+ * not the Authorization the upstream saw, so the answer must vary on the cookie, and a sign-out
+ * must clear what the browser kept (found by red team: the next user of the same browser was
+ * shown the previous user's answer, from the cache).
  *
- * - `Vary: Authorization` from the upstream: the browser keys its cache on the cookie. Fails if,
- *   in src/proxy/cache-headers.ts varyOnCookie, `return value;` comes first (Vary relayed as is).
- * - No Vary at all, and a sign-out: the cache is cleared. Fails if, in src/http/auth-routes.ts
- *   logout, Clear-Site-Data is `"storage"` again (without `"cache"`).
+ * - `Vary: Authorization` from the upstream: read as Cookie. Fails if, in
+ *   src/proxy/cache-headers.ts varyOnCookie, `return value;` comes first (Vary relayed as is).
+ * - No Vary at all: `Vary: Cookie` is added. Fails if, in asCookieAnswer,
+ *   `headers.push('Vary', 'Cookie');` is removed.
+ * - A sign-out clears the answers kept (they stay on disk otherwise, under the old cookie).
+ *   Fails if, in src/http/auth-routes.ts logout, Clear-Site-Data is `"storage"` again.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -86,33 +88,55 @@ run('a per-user answer cached by the browser', () => {
       `${method} ${path} in the page`,
     );
 
-  it("Vary: Authorization: the next user's call reaches the upstream and gets their own answer", async () => {
+  /** Alice's answer, then Bob's in the same browser once her cookie is replaced by his (no sign-out). */
+  async function nextUserSees(headers: Record<string, string>) {
     const [alice, bob] = [await sessionOf('alice'), await sessionOf('bob')];
-    const calls = answerCacheably({ vary: 'Authorization' });
+    const calls = answerCacheably(headers);
     const { page, become } = await browserAs(alice);
     const first = await call(page, '/api/me');
     expect(first.status).toBe(200);
     // Alice's own second call may come from the cache: the cookie is the same.
     expect((await call(page, '/api/me')).body).toBe(first.body);
-    // Her session ends without a sign-out in this browser (a timeout, another device); Bob signs in.
     await become(bob);
     const second = await call(page, '/api/me');
     expect(second.status).toBe(200);
+    return { first, second, calls: calls() };
+  }
+
+  it("Vary: Authorization: the next user's call reaches the upstream and gets their own answer", async () => {
+    const { first, second, calls } = await nextUserSees({ vary: 'Authorization' });
     expect(second.body).not.toBe(first.body);
-    expect(calls()).toBe(2);
+    expect(calls).toBe(2);
   });
 
-  it('no Vary: a sign-out clears what the browser kept', async () => {
-    const [alice, bob] = [await sessionOf('alice'), await sessionOf('bob')];
-    const calls = answerCacheably({});
-    const { page, become } = await browserAs(alice);
-    const first = await call(page, '/api/me');
-    expect(first.status).toBe(200);
-    expect((await call(page, '/auth/logout', 'POST')).status).toBe(200);
-    await become(bob);
-    const second = await call(page, '/api/me');
-    expect(second.status).toBe(200);
+  it("no Vary: the next user's call reaches the upstream and gets their own answer", async () => {
+    const { first, second, calls } = await nextUserSees({});
     expect(second.body).not.toBe(first.body);
-    expect(calls()).toBe(2);
+    expect(calls).toBe(2);
+  });
+
+  it('a sign-out clears the answers the browser kept', async () => {
+    const alice = await sessionOf('alice');
+    answerCacheably({});
+    const { page, become } = await browserAs(alice);
+    expect((await call(page, '/api/me')).status).toBe(200);
+    const cached = () =>
+      withTimeout(
+        page.evaluate(async () => {
+          try {
+            const r = await fetch('/api/me', { headers: { 'x-csrf': '1' }, cache: 'only-if-cached', mode: 'same-origin' });
+            return r.status;
+          } catch {
+            return 'not cached';
+          }
+        }),
+        WAIT_MS,
+        'a cache-only read in the page',
+      );
+    expect(await cached()).toBe(200);
+    expect((await call(page, '/auth/logout', 'POST')).status).toBe(200);
+    // The old cookie back, so that the cache key matches: nothing is kept under it.
+    await become(alice);
+    expect(await cached()).toBe('not cached');
   });
 });

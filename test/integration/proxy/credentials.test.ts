@@ -126,6 +126,25 @@ describe('requireSession on a client route', () => {
     expect(signedIn.res.status).toBe(200);
     expect(signedIn.seen?.authorization).toMatch(/^Bearer /);
   });
+
+  // Fails if, in src/proxy/upstream.ts, forCookie is `route.auth === 'user' || route.auth ===
+  // 'user-optional'` again: a CDN in front of the gateway kept a members-only answer for anyone.
+  it("marks the answer private and varying on the cookie, as a user route's (only a session gets it)", async () => {
+    upstream.setHandler((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=300', vary: 'Authorization' });
+      res.end('{}');
+    });
+    try {
+      const browser = new BrowserClient();
+      await signIn(browser, url);
+      const members = (await received(browser, '/members/x')).res;
+      expect([members.headers.get('cache-control'), members.headers.get('vary')]).toEqual(['max-age=300, private', 'Cookie']);
+      const client = (await received(browser, '/client/x')).res;
+      expect([client.headers.get('cache-control'), client.headers.get('vary')]).toEqual(['max-age=300', 'Authorization']);
+    } finally {
+      upstream.setHandler(undefined);
+    }
+  });
 });
 
 describe('a custom csrf.headerName', () => {
