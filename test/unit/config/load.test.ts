@@ -35,9 +35,9 @@ describe('config loading', () => {
   // Fails if csrf.headerName is the plain headerName schema again (csrfHeaderName's checks gone):
   // `Accept-Language: 1` goes cross-site with no preflight, and the CSRF check passed.
   it('refuses a CSRF header name any site can send without a preflight, or a page cannot send at all', () => {
-    for (const name of ['accept-language', 'Accept', 'content-type', 'content-language', 'range']) {
+    for (const name of ['accept-language', 'Accept', 'content-type', 'content-language', 'range', 'DPR', 'device-memory', 'viewport-width', 'upgrade-insecure-requests']) {
       expect(problems(minimal({ csrf: { headerName: name } }))).toEqual([
-        `csrf.headerName: is a CORS-safelisted header, which any site can send without a preflight: use a custom name such as x-csrf`,
+        `csrf.headerName: is a header any site can send (CORS-safelisted, or set by the browser itself): use a custom name such as x-csrf`,
       ]);
     }
     for (const name of ['cookie', 'Origin', 'sec-fetch-site', 'proxy-x']) {
