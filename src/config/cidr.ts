@@ -20,9 +20,19 @@ export function normaliseAddress(addr: string): string {
 export function clientBucket(addr: string): string {
   const address = normaliseAddress(addr);
   if (isIP(address) !== 6) return address;
-  const network = addressBytes({ address, prefix: 64, family: 'ipv6' }).map((b, i) => (i < 8 ? b : 0));
-  return `${formatAddress(network, 'ipv6')}/64`;
+  const bytes = addressBytes({ address, prefix: 128, family: 'ipv6' });
+  // An IPv4 client behind a translator (NAT64, SIIT) is its IPv4 address, not one /64 for all.
+  if (EMBEDS_IPV4.some((prefix) => samePrefix(bytes, prefix, 96))) return bytes.slice(12).join('.');
+  return `${formatAddress(bytes.map((b, i) => (i < 8 ? b : 0)), 'ipv6')}/64`;
 }
+
+/** /96 prefixes whose last 32 bits are an IPv4 address: 64:ff9b::/96 (RFC 6052), ::ffff:0:0/96, ::ffff:0:0:0/96 (RFC 7915), ::/96. */
+const EMBEDS_IPV4 = [
+  [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0],
+  [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff],
+  [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0],
+  [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+];
 
 /** `10.0.0.0/8`, `fd00::/8` or a single address (a full-length prefix); undefined if malformed. */
 export function parseCidr(value: string): Cidr | undefined {
