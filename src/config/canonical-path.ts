@@ -59,7 +59,7 @@ const SLASH = 1;
 const DOT = 2;
 const PERCENT = 3;
 const REFUSED = 4;
-const SPACE = 5; // never raw in a request target (Node refuses it), but it can be in the config
+const SPACE = 5; // never raw in a request target (Node refuses it) nor a route path (its regex does)
 
 const RAW = new Uint8Array(256);
 const RAW_REFUSAL: (PathRefusal | undefined)[] = new Array<PathRefusal | undefined>(256).fill(undefined);

@@ -55,7 +55,7 @@ const routePath = z
   // never match, or would match something else than it says.
   .refine((p) => canonicalPath(p) === p, {
     message:
-      'must be canonical: no "." or ".." segments, "//" or ";", no %2F, %5C, %3F, %23, %25 or control-character escapes; letters, digits and "-._~" not %-encoded, other escapes in uppercase hex',
+      'must be canonical: no segment of dots and spaces only (".", "..", "..."), no "//" or ";", no %2F, %5C, %3F, %23, %25 or control-character escapes; letters, digits and "-._~" not %-encoded, other escapes in uppercase hex',
   });
 
 const trustedRange = z.string().superRefine((value, ctx) => {

@@ -4,7 +4,8 @@
  * Lookup order: this process's copy → the sealed copy in Redis → the provider. Only one
  * process asks the provider per (scopes, resource) and expiry: a Redis lock elects it, the
  * others poll the cache (bounded), and callers within a process share one promise. A token is
- * renewed `skewSeconds` before it expires, so no request ever carries an expired one.
+ * renewed `skewSeconds` before it expires, or halfway through its life when it lives less than
+ * twice that (session/tokens.ts renewalMargin), so no request carries an expired one.
  *
  * A token an upstream refused (401 invalid_token) is replaced only while it is still the
  * current one, here and in Redis: if another request or instance already replaced it, the

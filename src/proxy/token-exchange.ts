@@ -1,8 +1,8 @@
 /**
  * RFC 8693 token exchange for a route with `tokenExchange` (SPEC §4): the session's access token
  * is traded for one meant for the route's API (`audience`, `scope`, `resource`), kept in the
- * session's sealed token set under the route's path, and traded again when it expires within
- * `refreshSkewSeconds`.
+ * session's sealed token set under the route's path, and traded again when it is due for renewal
+ * (within `refreshSkewSeconds` of expiry, or halfway through a shorter life: renewalMargin).
  *
  * It runs through the refresh coordinator (session/refresh.ts) as a refresh does: one provider
  * call per expiry across requests and instances (lock + re-read + version compare-and-set), and

@@ -97,11 +97,11 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
     : { handle, value, digest: value, saved: true };
 }
 
-/** Deletes a user-index entry only if it still holds the value that was read. */
 /** How many sign-ins in a row, replacing one another, a late one of the same browser ends. */
 const MAX_SUCCESSION = 8;
 /** Notes the successor, returns the one noted before (GET then SET, in one step). */
 const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
+/** Deletes a user-index entry only if it still holds the value that was read. */
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
 /**
