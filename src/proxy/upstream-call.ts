@@ -61,8 +61,8 @@ export function staleConnection(err: Error, req: Retriable, res: http.ServerResp
 
 /**
  * Every upstream answer is written by the gateway itself rather than by httpxy (whose writer
- * copies the upstream's Connection, or the browser's, into the answer): status, headers, streamed
- * body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
+ * copies the upstream's Connection, or the browser's, into the answer): status (Node's own reason
+ * phrase), headers, streamed body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
  * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
  * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
  * A session-gated route's answer has its caching headers read for the cookie (`forCookie`, cache-headers.ts).
@@ -70,7 +70,9 @@ export function staleConnection(err: Error, req: Retriable, res: http.ServerResp
 export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean, forCookie: boolean): void {
   const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie);
   const status = proxyRes.statusCode ?? 502;
-  res.writeHead(status, proxyRes.statusMessage, forCookie ? asCookieAnswer(headers, status) : headers);
+  // The status without the upstream's reason phrase: Node's client parser takes any byte but CR
+  // and LF in it, writeHead refuses control characters (an uncaught throw: the process went).
+  res.writeHead(status, forCookie ? asCookieAnswer(headers, status) : headers);
   proxyRes.pipe(res);
 }
 

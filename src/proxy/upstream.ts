@@ -169,11 +169,19 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
   };
   const pass = (proxyRes: http.IncomingMessage, req: http.IncomingMessage, res: http.ServerResponse) => {
+    try {
+      passThrough(proxyRes, res, isGatewayCookie, forCookie);
+    } catch (err) {
+      // Whatever of an upstream's answer Node will not write fails this call (502), never the
+      // process: this runs in a socket event, where a throw is uncaught.
+      proxyRes.destroy();
+      options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
+      return;
+    }
     if (options.onLongLived !== undefined) {
       const kind = longLivedKind(proxyRes, req.method);
       if (kind !== undefined) options.onLongLived(req, res, kind);
     }
-    passThrough(proxyRes, res, isGatewayCookie, forCookie);
   };
   const answered = (proxyRes: http.IncomingMessage) => {
     const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;

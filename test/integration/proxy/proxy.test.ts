@@ -34,6 +34,8 @@ let slow: Upstream;
 let switching: net.Server;
 /** The same, without the Upgrade and Connection headers: Node hands such a 101 over as the response. */
 let bareSwitching: net.Server;
+/** Answers 200 with a control character in its reason phrase (Node's client parser takes it). */
+let controlReason: net.Server;
 let config: Config;
 let gw: TestGateway;
 let gw2: TestGateway;
@@ -52,6 +54,11 @@ beforeAll(async () => {
     socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\n\r\n'));
   });
   await new Promise<void>((resolve) => bareSwitching.listen(0, '127.0.0.1', resolve));
+  controlReason = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.on('data', () => socket.write('HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nhi'));
+  });
+  await new Promise<void>((resolve) => controlReason.listen(0, '127.0.0.1', resolve));
   const reserved = await reserveServer();
   provider = await startTestProvider({ clients: [gatewayClient(reserved.url)], ttl: { AccessToken: 300 } });
   config = buildTestConfig({
@@ -66,6 +73,7 @@ beforeAll(async () => {
       { path: '/slow', target: slow.url, auth: 'none', timeoutSeconds: 1 },
       { path: '/switching', target: `http://127.0.0.1:${(switching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
       { path: '/bare-switching', target: `http://127.0.0.1:${(bareSwitching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
+      { path: '/control-reason', target: `http://127.0.0.1:${(controlReason.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
     ],
   });
   gw = await startTestGateway(config, reserved, { clock });
@@ -81,6 +89,7 @@ afterAll(async () => {
   await slow?.close();
   await new Promise((resolve) => switching?.close(resolve));
   await new Promise((resolve) => bareSwitching?.close(resolve));
+  await new Promise((resolve) => controlReason?.close(resolve));
   await redis?.close();
 });
 
@@ -275,6 +284,18 @@ describe('upstream failures and streaming', () => {
   it('answers 502 bad_gateway to a 101 without Upgrade, which Node hands over as the answer', async () => {
     const res = await rawExchange(gw.url, { target: '/bare-switching/x', headers: csrf, deadlineMs: 2500 });
     expectErrorBody(res, 'bad_gateway', 502);
+  });
+
+  // Fails if, in src/proxy/upstream-call.ts passThrough, the upstream's reason phrase is relayed
+  // again (`res.writeHead(status, proxyRes.statusMessage, ...)`): writeHead threw on the control
+  // character, uncaught in a socket event, and the whole gateway process exited (found by red
+  // team); caught now, it would still be a 502 for an answer Node can write.
+  it("passes an answer whose reason phrase has a control character, with Node's own, and keeps serving", async () => {
+    for (let i = 0; i < 2; i++) {
+      const res = await rawExchange(gw.url, { target: '/control-reason/x', headers: csrf, deadlineMs: 2500 });
+      expect([res.statusLine, res.text]).toEqual(['HTTP/1.1 200 OK', 'hi']);
+    }
+    expect((await new BrowserClient().get(`${gw.url}/public/x`, { headers: csrf })).status).toBe(200);
   });
 
   // Fails if, in src/proxy/headers.ts compileRequestHeaderStrip, 'expect' leaves the strip set:
