@@ -121,13 +121,33 @@ export function compileRequestHeaderStrip(
   };
 }
 
-/** Hop-by-hop response headers (RFC 9110 §7.6.1); the gateway frames its own answer to the browser. */
-const HOP_BY_HOP_RESPONSE = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
+/**
+ * Response headers never relayed: hop-by-hop ones (RFC 9110 §7.6.1; the gateway frames its own
+ * answer to the browser), and those that speak for the whole origin or the proxy in front of
+ * the gateway rather than for one answer, the gateway's business, not an upstream's:
+ * `Clear-Site-Data` (it cleared the session cookie without ending the session),
+ * `Strict-Transport-Security` (`max-age=0` undid the origin's HSTS), and the internal-redirect
+ * headers nginx, Apache, lighttpd and LiteSpeed act on (`X-Accel-Redirect: /internal/...`).
+ */
+const DROPPED_RESPONSE = new Set([
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'upgrade',
+  'transfer-encoding',
+  'clear-site-data',
+  'strict-transport-security',
+  'x-accel-redirect',
+  'x-sendfile',
+  'x-lighttpd-send-file',
+  'x-litespeed-location',
+]);
 
 /**
  * An upstream response's raw header list (name, value, name, value...) without its hop-by-hop
- * headers (those above, Proxy-*, and the ones its Connection names) and without Set-Cookie
- * values that would overwrite the gateway's own cookies. Order and case are kept. The gateway's
+ * headers (those above, Proxy-*, and the ones its Connection names), the origin-wide ones above,
+ * and Set-Cookie values that would overwrite the gateway's own cookies. Order and case are kept. The gateway's
  * HTTP server then frames the answer itself (Content-Length kept, else chunked or close).
  */
 export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean): string[] {
@@ -138,7 +158,7 @@ export function responseHeaders(raw: readonly string[], isOurs: (name: string) =
     const value = raw[i + 1] as string;
     const lower = name.toLowerCase();
     if (lower === 'connection') connection = connection === undefined ? value : `${connection}, ${value}`;
-    if (HOP_BY_HOP_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
+    if (DROPPED_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
     if (lower === 'set-cookie' && isOursOrNameless(cookieName(value), isOurs)) continue;
     out.push(name, value);
   }

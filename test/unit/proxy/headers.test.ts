@@ -182,4 +182,21 @@ describe('hop-by-hop and identity headers', () => {
     ];
     expect(responseHeaders(raw, ours)).toEqual(['Content-Type', 'text/plain', 'Set-Cookie', 'theirs=1', 'X-Kept', 'yes']);
   });
+
+  // Fails if 'clear-site-data' (or any name below) leaves DROPPED_RESPONSE in src/proxy/headers.ts:
+  // an upstream cleared the session cookie without ending the session, undid the origin's HSTS,
+  // or had the proxy in front of the gateway serve an internal location.
+  it('drops what speaks for the whole origin or the front proxy; keeps what only tunes it', () => {
+    const raw = [
+      'Clear-Site-Data', '"cookies", "storage"',
+      'Strict-Transport-Security', 'max-age=0',
+      'X-Accel-Redirect', '/internal/secrets',
+      'X-Sendfile', '/etc/passwd',
+      'X-Lighttpd-Send-File', '/etc/passwd',
+      'X-LiteSpeed-Location', '/internal',
+      'X-Accel-Buffering', 'no',
+      'Content-Type', 'text/event-stream',
+    ];
+    expect(responseHeaders(raw, ours)).toEqual(['X-Accel-Buffering', 'no', 'Content-Type', 'text/event-stream']);
+  });
 });
