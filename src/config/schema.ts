@@ -95,6 +95,8 @@ export const routeSchema = z.strictObject({
   resource: httpUrl.optional(),
   stripPrefix: z.boolean().default(false),
   timeoutSeconds: seconds(30),
+  /** Connections open to this upstream at most; calls past it wait (within timeoutSeconds). */
+  maxConnections: z.number().int().min(1).max(65536).default(512),
   websocket: z.boolean().default(false),
   requireSession: z.boolean().default(false),
   apiKey: z.strictObject({ header: headerName, value: z.string().min(1) }).optional(),

@@ -67,8 +67,9 @@ export const IDENTITY_REQUEST_HEADERS: readonly string[] = [
 /**
  * Expectations the gateway has already met (RFC 9110 §10.1.1): Node answered `100 Continue` to
  * the browser before the request reached the gateway, so `Expect` means nothing to the upstream
- * hop. Forwarded, it also made httpxy skip its proxyReq event, and with it the route's
- * deadline (upstream.ts): the call waited on a silent upstream for ever.
+ * hop. Forwarded, it also makes httpxy skip its proxyReq event, where upstream.ts notes a pooled
+ * connection and watches for a 101 (the route's deadline is armed before, as the agent is given
+ * the request).
  */
 const MET_BY_GATEWAY: readonly string[] = ['expect'];
 

@@ -25,7 +25,12 @@ import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
 import { needsSession } from './bearer.js';
-import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
+import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, TIMED_OUT_QUEUED, type Retriable } from './upstream-call.js';
+
+const CALL_REQ = Symbol('call-req');
+const CALL_RES = Symbol('call-res');
+/** An upstream request with the call it serves, known from the moment the agent is given it. */
+type Queued = http.ClientRequest & { [CALL_REQ]?: Retriable | undefined; [CALL_RES]?: http.ServerResponse | undefined };
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -97,20 +102,66 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
   this.emit('error', new Error('the upstream answered a plain request with 101 Switching Protocols'));
 }
 
+/**
+ * `agent`, telling `queued` of each request it is given, before it waits for a connection.
+ * Agent#addRequest is how http.request hands a request to its agent (Node's own and every
+ * agent library hook it); @types/node leaves it out.
+ */
+function withDeadlines<A extends http.Agent>(agent: A, queued: (req: http.ClientRequest) => void): A {
+  const handed = agent as unknown as { addRequest(req: http.ClientRequest, options: object): void };
+  const addRequest = handed.addRequest.bind(agent);
+  handed.addRequest = (req, options) => {
+    queued(req);
+    addRequest(req, options);
+  };
+  return agent;
+}
+
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie, trace, retry } = options;
   // The browser's request carried its cookie where the upstream's carried a credential only a
   // session gets (the user's token, or the gateway's own on a requireSession route).
   const forCookie = needsSession(route);
   const target = new URL(route.target);
-  const agent =
-    target.protocol === 'https:'
-      ? new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' })
-      : new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' });
-  const deadlines = createDeadlines<http.ClientRequest>({
+  const deadlines = createDeadlines<Queued>({
     timeoutMs: route.timeoutSeconds * 1000,
-    expire: (proxyReq) => proxyReq.destroy(new UpstreamTimeout('no response in time')),
+    expire(proxyReq) {
+      const req = proxyReq[CALL_REQ];
+      const res = proxyReq[CALL_RES];
+      if (proxyReq.socket !== null || req === undefined || res === undefined) {
+        proxyReq.destroy(new UpstreamTimeout('no response in time'));
+        return;
+      }
+      // Still waiting for a connection: Node tells of a queued request's end only once one
+      // frees up (as "socket hang up", never sent). Answered now; that late error is ignored.
+      req[TIMED_OUT_QUEUED] = true;
+      proxyReq.destroy();
+      options.onError(new UpstreamTimeout('no connection to the upstream in time'), req, res);
+    },
     isSettled: (proxyReq) => proxyReq.destroyed,
+  });
+  // The call whose upstream request the agent is about to be given (set around each web() call:
+  // httpxy creates that request synchronously within it).
+  let callReq: Retriable | undefined;
+  let callRes: http.ServerResponse | undefined;
+  const web = (req: http.IncomingMessage, res: http.ServerResponse, opts: object) => {
+    callReq = req;
+    callRes = res;
+    try {
+      return (server as ProxyServer).web(req, res, opts);
+    } finally {
+      callReq = callRes = undefined;
+    }
+  };
+  const agentOptions = { keepAlive: true, maxSockets: route.maxConnections, scheduling: 'lifo' as const };
+  // The deadline starts as the request is handed to the agent, before it has a connection: one
+  // queued behind maxConnections busy ones (long downloads, event streams) answers 504 in time,
+  // and, destroyed in the queue, never reaches the upstream late. httpxy's proxyReq event comes
+  // only once a socket is assigned.
+  const agent = withDeadlines(target.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions), (proxyReq: Queued) => {
+    proxyReq[CALL_REQ] = callReq;
+    proxyReq[CALL_RES] = callRes;
+    deadlines.track(proxyReq);
   });
   const outgoing = createOutgoing({ ...options, target });
   const { upstreamTarget, addProof } = outgoing;
@@ -142,17 +193,17 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   const resend = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (req.headers['content-length'] !== undefined) delete req.headers['content-length'];
     if (req.headers['transfer-encoding'] !== undefined) delete req.headers['transfer-encoding'];
-    return server?.web(req, res, { ...callOptions, buffer: Readable.from([]) });
+    return server === undefined ? undefined : web(req, res, { ...callOptions, buffer: Readable.from([]) });
   };
   const on = {
     // The deadline is for the response head only: a long download or an event stream that has
     // started answering is never cut by it.
     proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
-      deadlines.track(proxyReq);
       proxyReq.on('upgrade', switchedProtocols);
       (req as Retriable)[POOLED] = proxyReq.reusedSocket;
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
+      if ((req as Retriable)[TIMED_OUT_QUEUED]) return;
       if (staleConnection(err, req as Retriable, res)) {
         (req as Retriable)[RESENT] = true;
         // A new proof too: the upstream may have read the first one (its jti is spent).
@@ -271,7 +322,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       // The proxy server HPM built (its plugins and the handlers above) serves the call, as
       // resend() does; the path rule is applied here, as HPM's pathRewrite would.
       req.url = upstreamTarget(req.url ?? '/');
-      return (server as ProxyServer).web(req, res, callOptions).catch((err: unknown) => {
+      return web(req, res, callOptions).catch((err: unknown) => {
         on.error(err instanceof Error ? err : new Error(String(err)), req, res);
       });
     },

@@ -30,6 +30,8 @@ let redis: RedisServer;
 let provider: TestProvider;
 let upstream: Upstream;
 let slow: Upstream;
+/** Behind a route allowed one connection: `/stream` holds it with an open event stream. */
+let narrow: Upstream;
 /** Answers every request with `101 Switching Protocols`, never anything else. */
 let switching: net.Server;
 /** The same, without the Upgrade and Connection headers: Node hands such a 101 over as the response. */
@@ -44,6 +46,15 @@ beforeAll(async () => {
   redis = await startRedisServer();
   upstream = await startUpstream();
   slow = await startUpstream();
+  narrow = await startUpstream();
+  narrow.setHandler((req, res) => {
+    if (req.url?.includes('/stream')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+      return;
+    }
+    res.end('ok');
+  });
   switching = net.createServer((socket) => {
     socket.on('error', () => undefined);
     socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'));
@@ -71,6 +82,7 @@ beforeAll(async () => {
       { path: '/public', target: upstream.url, auth: 'none' },
       { path: '/maybe', target: upstream.url, auth: 'user-optional' },
       { path: '/slow', target: slow.url, auth: 'none', timeoutSeconds: 1 },
+      { path: '/narrow', target: narrow.url, auth: 'none', timeoutSeconds: 1, maxConnections: 1 },
       { path: '/switching', target: `http://127.0.0.1:${(switching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
       { path: '/bare-switching', target: `http://127.0.0.1:${(bareSwitching.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
       { path: '/control-reason', target: `http://127.0.0.1:${(controlReason.address() as net.AddressInfo).port}`, auth: 'none', timeoutSeconds: 3 },
@@ -87,6 +99,7 @@ afterAll(async () => {
   await provider?.close();
   await upstream?.close();
   await slow?.close();
+  await narrow?.close();
   await new Promise((resolve) => switching?.close(resolve));
   await new Promise((resolve) => bareSwitching?.close(resolve));
   await new Promise((resolve) => controlReason?.close(resolve));
@@ -286,6 +299,44 @@ describe('upstream failures and streaming', () => {
     expectErrorBody(res, 'bad_gateway', 502);
   });
 
+  // Fails if, in src/proxy/upstream.ts, the deadline is armed at socket assignment again
+  // (withDeadlines' `queued(req);` removed, `deadlines.track(proxyReq)` back in the proxyReq
+  // handler): a call queued behind busy connections (one user's event streams) had no deadline
+  // at all, and waited for as long as they stayed open (found by red team).
+  it('answers 504 gateway_timeout to a call queued behind busy connections, and it never reaches the upstream late', async () => {
+    const timeouts = async () =>
+      (await gw.runtime.metrics.upstreamErrors.get()).values.filter((v) => v.labels.route === '/narrow').reduce((sum, v) => sum + v.value, 0);
+    const timeoutsBefore = await timeouts();
+    const stream = new AbortController();
+    const open = await fetch(`${gw.url}/narrow/stream`, { headers: csrf, signal: stream.signal });
+    expect(open.status).toBe(200);
+    let browser: net.Socket | undefined;
+    try {
+      const queued = await rawExchange(gw.url, { target: '/narrow/queued', headers: csrf, deadlineMs: 8000, keepOpen: true });
+      expectErrorBody(queued, 'gateway_timeout', 504);
+      browser = queued.socket;
+    } finally {
+      stream.abort();
+    }
+    await eventually('the connection freed', 5000, async () => (await rawExchange(gw.url, { target: '/narrow/after', headers: csrf, deadlineMs: 2500 })).status === 200 || undefined);
+    expect(narrow.requests.map((r) => r.url)).not.toContain('/narrow/queued');
+    // The queued request's late end (when the connection freed) is no second failure of the call
+    // answered: counted and logged once. Fails without the `[TIMED_OUT_QUEUED]` check in
+    // upstream.ts's error handler. The browser's keep-alive connection goes on.
+    expect((await timeouts()) - timeoutsBefore).toBe(1);
+    const next = await new Promise<string>((resolve) => {
+      const socket = browser as net.Socket;
+      let text = '';
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        if (text.includes('\r\n\r\n')) resolve(text.slice(0, text.indexOf('\r\n')));
+      });
+      socket.on('close', () => resolve(`closed: ${text}`));
+      socket.write(`GET /public/again HTTP/1.1\r\nHost: ${new URL(gw.url).host}\r\nx-csrf: 1\r\nConnection: close\r\n\r\n`);
+    });
+    expect(next).toBe('HTTP/1.1 200 OK');
+  });
+
   // Fails if, in src/proxy/upstream-call.ts passThrough, the upstream's reason phrase is relayed
   // again (`res.writeHead(status, proxyRes.statusMessage, ...)`): writeHead threw on the control
   // character, uncaught in a socket event, and the whole gateway process exited (found by red
@@ -298,9 +349,9 @@ describe('upstream failures and streaming', () => {
     expect((await new BrowserClient().get(`${gw.url}/public/x`, { headers: csrf })).status).toBe(200);
   });
 
-  // Fails if, in src/proxy/headers.ts compileRequestHeaderStrip, 'expect' leaves the strip set:
-  // httpxy then never emits proxyReq (it skips it for a request with Expect), so the deadline
-  // is never armed and the call waits on an upstream that never answers, past this bounded wait.
+  // Fails if, in src/proxy/headers.ts, 'expect' leaves MET_BY_GATEWAY: the upstream is sent an
+  // Expect the gateway already met, and httpxy skips its proxyReq event for it (the deadline,
+  // armed when the agent is given the request, holds either way since 0.6.2).
   it('answers 504 gateway_timeout for an upload with Expect: 100-continue too (the deadline still applies)', async () => {
     let sawExpect: string | undefined = 'not called';
     slow.setHandler((req) => {
