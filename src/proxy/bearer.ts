@@ -207,7 +207,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
         renewal: next.renewal,
         ...(usable ? { stillUsable: () => !expiresWithin(usable, 0, nowSeconds(deps.clock)) } : {}),
       });
-      if (usable && current.version === seenVersion) return usable.accessToken;
+      // Checked again: a caller that joined another's renewal was answered by that one's check.
+      if (usable && current.version === seenVersion && !expiresWithin(usable, 0, nowSeconds(deps.clock))) return usable.accessToken;
       if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;

@@ -32,8 +32,6 @@ export const RESENT = Symbol('resent');
 /** The DPoP attachment of the current attempt (DPoP routes only), and whether its nonce retry was spent. */
 export const DPOP = Symbol('dpop');
 export const NONCE_RETRIED = Symbol('nonce-retried');
-/** The call was answered 504 while its upstream request still waited for a connection (upstream.ts). */
-export const TIMED_OUT_QUEUED = Symbol('timed-out-queued');
 export type Retriable = http.IncomingMessage & {
   /** The credential a retriable attempt carries, until a 401 refuses it or the answer passes. */
   [RETRY]?: Credential | undefined;
@@ -41,7 +39,6 @@ export type Retriable = http.IncomingMessage & {
   [RESENT]?: true;
   [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };
   [NONCE_RETRIED]?: true;
-  [TIMED_OUT_QUEUED]?: true;
 };
 
 /**

@@ -7,7 +7,6 @@
  * an upstream's non-101 answer to the browser).
  */
 import http from 'node:http';
-import https from 'node:https';
 import type { Socket } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
 import {
@@ -16,8 +15,7 @@ import {
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
-import { createDeadlines } from './deadlines.js';
-import { UpstreamTimeout } from './errors.js';
+import { createRouteAgent } from './route-agent.js';
 import type { TrustHop } from './trust.js';
 import { createOutgoing } from './outgoing.js';
 import { openTunnel } from './websocket-tunnel.js';
@@ -25,12 +23,8 @@ import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
 import { needsSession } from './bearer.js';
-import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, TIMED_OUT_QUEUED, type Retriable } from './upstream-call.js';
+import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
-const CALL_REQ = Symbol('call-req');
-const CALL_RES = Symbol('call-res');
-/** An upstream request with the call it serves, known from the moment the agent is given it. */
-type Queued = http.ClientRequest & { [CALL_REQ]?: Retriable | undefined; [CALL_RES]?: http.ServerResponse | undefined };
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -102,67 +96,20 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
   this.emit('error', new Error('the upstream answered a plain request with 101 Switching Protocols'));
 }
 
-/**
- * `agent`, telling `queued` of each request it is given, before it waits for a connection.
- * Agent#addRequest is how http.request hands a request to its agent (Node's own and every
- * agent library hook it); @types/node leaves it out.
- */
-function withDeadlines<A extends http.Agent>(agent: A, queued: (req: http.ClientRequest) => void): A {
-  const handed = agent as unknown as { addRequest(req: http.ClientRequest, options: object): void };
-  const addRequest = handed.addRequest.bind(agent);
-  handed.addRequest = (req, options) => {
-    queued(req);
-    addRequest(req, options);
-  };
-  return agent;
-}
-
 export function createUpstream(options: UpstreamOptions): Upstream {
   const { route, isGatewayCookie, trace, retry } = options;
   // The browser's request carried its cookie where the upstream's carried a credential only a
   // session gets (the user's token, or the gateway's own on a requireSession route).
   const forCookie = needsSession(route);
   const target = new URL(route.target);
-  const deadlines = createDeadlines<Queued>({
+  const routeAgent = createRouteAgent({
+    secure: target.protocol === 'https:',
+    maxConnections: route.maxConnections,
     timeoutMs: route.timeoutSeconds * 1000,
-    expire(proxyReq) {
-      const req = proxyReq[CALL_REQ];
-      const res = proxyReq[CALL_RES];
-      if (proxyReq.socket !== null || req === undefined || res === undefined) {
-        proxyReq.destroy(new UpstreamTimeout('no response in time'));
-        return;
-      }
-      // Still waiting for a connection: Node tells of a queued request's end only once one
-      // frees up (as "socket hang up", never sent). Answered now; that late error is ignored.
-      req[TIMED_OUT_QUEUED] = true;
-      proxyReq.destroy();
-      options.onError(new UpstreamTimeout('no connection to the upstream in time'), req, res);
-    },
-    isSettled: (proxyReq) => proxyReq.destroyed,
+    onQueuedTimeout: (err, req, res) => options.onError(err, req, res),
   });
-  // The call whose upstream request the agent is about to be given (set around each web() call:
-  // httpxy creates that request synchronously within it).
-  let callReq: Retriable | undefined;
-  let callRes: http.ServerResponse | undefined;
-  const web = (req: http.IncomingMessage, res: http.ServerResponse, opts: object) => {
-    callReq = req;
-    callRes = res;
-    try {
-      return (server as ProxyServer).web(req, res, opts);
-    } finally {
-      callReq = callRes = undefined;
-    }
-  };
-  const agentOptions = { keepAlive: true, maxSockets: route.maxConnections, scheduling: 'lifo' as const };
-  // The deadline starts as the request is handed to the agent, before it has a connection: one
-  // queued behind maxConnections busy ones (long downloads, event streams) answers 504 in time,
-  // and, destroyed in the queue, never reaches the upstream late. httpxy's proxyReq event comes
-  // only once a socket is assigned.
-  const agent = withDeadlines(target.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions), (proxyReq: Queued) => {
-    proxyReq[CALL_REQ] = callReq;
-    proxyReq[CALL_RES] = callRes;
-    deadlines.track(proxyReq);
-  });
+  const { agent } = routeAgent;
+  const web = routeAgent.sending((req, res, opts: object) => (server as ProxyServer).web(req, res, opts));
   const outgoing = createOutgoing({ ...options, target });
   const { upstreamTarget, addProof } = outgoing;
 
@@ -203,7 +150,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       (req as Retriable)[POOLED] = proxyReq.reusedSocket;
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
-      if ((req as Retriable)[TIMED_OUT_QUEUED]) return;
       if (staleConnection(err, req as Retriable, res)) {
         (req as Retriable)[RESENT] = true;
         // A new proof too: the upstream may have read the first one (its jti is spent).
@@ -236,7 +182,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   };
   const answered = (proxyRes: http.IncomingMessage) => {
     const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;
-    if (proxyReq) deadlines.done(proxyReq);
+    if (proxyReq) routeAgent.answered(proxyReq);
   };
 
   // Everything streams through this one. A body-less request that may be retried carries the
@@ -334,8 +280,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       return trace ? trace.settled(req, opened) : opened;
     },
     close() {
-      deadlines.close();
-      agent.destroy();
+      routeAgent.close();
     },
   };
 }

@@ -202,7 +202,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   return {
     refresh(digest, seen, refresh, context = {}) {
       const renewal = context.renewal ?? (context.needsRefreshToken === false ? 'exchange' : 'refresh');
-      const key = `${digest}:${seen.version}:${renewal}`;
+      // A caller that may be served `seen` meanwhile shares only with callers that may too.
+      const key = `${digest}:${seen.version}:${renewal}${context.stillUsable ? ':usable' : ''}`;
       const pending = inFlight.get(key);
       if (pending) return pending;
       const promise = coordinate(digest, seen, refresh, context)

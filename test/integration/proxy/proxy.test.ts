@@ -299,8 +299,8 @@ describe('upstream failures and streaming', () => {
     expectErrorBody(res, 'bad_gateway', 502);
   });
 
-  // Fails if, in src/proxy/upstream.ts, the deadline is armed at socket assignment again
-  // (withDeadlines' `queued(req);` removed, `deadlines.track(proxyReq)` back in the proxyReq
+  // Fails if, in src/proxy/route-agent.ts, the deadline is armed at socket assignment again
+  // (`deadlines.track(proxyReq);` out of the addRequest hook, into upstream.ts's proxyReq
   // handler): a call queued behind busy connections (one user's event streams) had no deadline
   // at all, and waited for as long as they stayed open (found by red team).
   it('answers 504 gateway_timeout to a call queued behind busy connections, and it never reaches the upstream late', async () => {
@@ -320,9 +320,10 @@ describe('upstream failures and streaming', () => {
     }
     await eventually('the connection freed', 5000, async () => (await rawExchange(gw.url, { target: '/narrow/after', headers: csrf, deadlineMs: 2500 })).status === 200 || undefined);
     expect(narrow.requests.map((r) => r.url)).not.toContain('/narrow/queued');
-    // The queued request's late end (when the connection freed) is no second failure of the call
-    // answered: counted and logged once. Fails without the `[TIMED_OUT_QUEUED]` check in
-    // upstream.ts's error handler. The browser's keep-alive connection goes on.
+    // The expired request left the agent's queue: no late "socket hang up" once the connection
+    // freed, no second failure of the call answered (counted and logged once). Fails if, in
+    // route-agent.ts expire, `queue?.splice(at, 1);` is removed (it also held the call's request
+    // and response until a connection freed). The browser's keep-alive connection goes on.
     expect((await timeouts()) - timeoutsBefore).toBe(1);
     const next = await new Promise<string>((resolve) => {
       const socket = browser as net.Socket;

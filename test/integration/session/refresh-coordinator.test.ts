@@ -19,7 +19,7 @@ const sealer = createSealer([randomBytes(32).toString('base64')]);
 const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
-type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs' | 'onOrphaned'>>;
+type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs' | 'onOrphaned' | 'maxWaitMs'>>;
 
 /**
  * One gateway process. `casFails`: its compare-and-set of a new token set fails as a Redis
@@ -63,6 +63,25 @@ async function newSession(records: ReturnType<typeof process_>['records'], token
 }
 
 const initial: TokenSet = { accessToken: 'at-0', refreshToken: 'rt-0', expiresAt: 1 };
+
+describe('a caller whose token still serves, while another process holds the lock', () => {
+  // Fails if, in src/session/refresh.ts refresh, the in-flight key leaves out whether the caller
+  // may be served `seen` (`:usable`): a caller whose token the upstream refused (no stillUsable)
+  // joined one that may, and was handed the refused token's set back at once.
+  it('gets `seen` back at once; a caller that may not, in the same process, waits for the holder', async () => {
+    const { redis, records, coordinator } = process_(undefined, { maxWaitMs: 300 });
+    const tokens: TokenSet = { accessToken: 'at-0', refreshToken: 'rt-0', expiresAt: 1 };
+    const d = await newSession(records, tokens);
+    await redis.set(keys.refreshLock(d), 'another process', 'PX', 15_000);
+    const { refresh } = rotatingProvider();
+    const seen = { version: 1, tokens };
+    const usable = coordinator.refresh(d, seen, refresh, { stillUsable: () => true });
+    const refused = coordinator.refresh(d, seen, refresh, {});
+    await expect(usable).resolves.toBe(seen);
+    await expect(refused).rejects.toMatchObject({ code: 'token_refresh_failed' });
+    await redis.del(keys.refreshLock(d));
+  });
+});
 
 describe('close', () => {
   // Fails if, in session/refresh.ts close, the bound goes (`Promise.race([...])` becomes
