@@ -127,12 +127,23 @@ export function readCookies(req: Request): Record<string, string | undefined> {
  * takes `bff="s:…"` as the same session, never one reader signed in and another not.
  */
 function parseCookies(header: string): Record<string, string | undefined> {
-  const cookies = parseCookieHeader(header);
+  const cookies = parseCookieHeader(header, { decode: asSent });
   for (const name in cookies) {
-    const value = cookies[name];
-    if (value !== undefined && value.length >= 2 && value.charCodeAt(0) === 0x22 && value.charCodeAt(value.length - 1) === 0x22) cookies[name] = value.slice(1, -1);
+    const value = cookies[name] as string;
+    cookies[name] = decodeValue(value.length >= 2 && value.charCodeAt(0) === 0x22 && value.charCodeAt(value.length - 1) === 0x22 ? value.slice(1, -1) : value);
   }
   return cookies;
+}
+
+const asSent = (value: string) => value;
+/** Percent-decoding as both `cookie` versions do it, after the quotes come off (as 0.7 orders it). */
+function decodeValue(value: string): string {
+  if (!value.includes('%')) return value;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
 }
 
 /** Our signed session cookies are about 80 characters; anything much longer is not one. */

@@ -38,6 +38,11 @@ describe('session cookie verification', () => {
       expect(legacy.parse(header).bff).toBe(signed);
       expect(sessionIdFromCookie(header, 'bff', [secret])).toBe('sid-q');
     }
+    // Quotes that are percent-encoded are not quotes to express-session: no session for either.
+    // Fails if parseCookies lets cookie 1.x decode first (`{ decode: asSent }` removed).
+    const encodedQuotes = `bff=%22${encodeURIComponent(signed)}%22`;
+    expect(legacy.parse(encodedQuotes).bff).toBe(`"${signed}"`);
+    expect(sessionIdFromCookie(encodedQuotes, 'bff', [secret])).toBeUndefined();
   });
 
   it('names the Redis keys by the digest of the verified ID, never by the cookie', () => {
