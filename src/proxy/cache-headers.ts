@@ -7,41 +7,56 @@
  *   browser-side request carries, is read as `Cookie`). A browser cache kept Alice's answer for
  *   Bob signed in on the same browser after her session ended, since neither request differed.
  * - RFC 9111 §3.5 keeps an answer to a request with Authorization out of shared caches unless it
- *   says `public`, `s-maxage` or `must-revalidate`; nothing marks the browser's request so any
- *   more, so such an answer is marked `private` (unless it is `private` or `no-store` already).
- *   A 304 without a Cache-Control of its own gets none: it would replace the stored answer's.
+ *   says `public` or `s-maxage` (or `must-revalidate`: not here, see verdict); nothing marks the
+ *   browser's request so any more, so such an answer is marked `private` (unless it is `private`
+ *   or `no-store` already), and the headers that tell a CDN or nginx to cache regardless of
+ *   Cache-Control (`CDN-Cache-Control`, `Surrogate-Control`, ...) are dropped. A 304 without a
+ *   Cache-Control of its own gets none: it would replace the stored answer's.
  */
 
 /** Whether `name` (any case) is `target` (lowercase): no allocation for names of another length. */
 const named = (name: string, target: string) => name.length === target.length && name.toLowerCase() === target;
 
-/** A list header's members (RFC 9110 §5.6.1), split on commas outside quoted strings, trimmed. */
-function members(value: string): string[] {
+/**
+ * A list header's members (RFC 9110 §5.6.1), split on commas outside quoted strings (where `\`
+ * escapes the next character), trimmed; undefined when a quoted string never closes.
+ */
+function members(value: string): string[] | undefined {
   const out: string[] = [];
   let start = 0;
   let quoted = false;
   for (let i = 0; i <= value.length; i++) {
     const c = value.charCodeAt(i);
-    if (c === 0x22 /* " */ && quoted && value.charCodeAt(i - 1) === 0x5c /* \ */) continue;
-    if (c === 0x22) quoted = !quoted;
+    if (quoted && c === 0x5c /* \ */) i++;
+    else if (c === 0x22 /* " */) quoted = !quoted;
     else if ((c === 0x2c /* , */ && !quoted) || i === value.length) {
       const member = value.slice(start, i).trim();
       if (member !== '') out.push(member);
       start = i + 1;
     }
   }
-  return out;
+  return quoted ? undefined : out;
 }
 
 type Verdict = 'shareable' | 'private' | 'neither';
 
-/** What a Cache-Control value says for shared caches. */
+/** Cache instructions for the caches in front (RFC 9213 and its kin) that overrule Cache-Control there. */
+const CACHE_OVERRIDES = new Set(['cdn-cache-control', 'surrogate-control', 'x-accel-expires', 'cloudflare-cdn-cache-control', 'edge-control']);
+const isOverride = (name: string) => name.length >= 12 && name.length <= 28 && CACHE_OVERRIDES.has(name.toLowerCase());
+
+/**
+ * What a Cache-Control value says for shared caches; one that does not parse says nothing. Only
+ * `public` and `s-maxage` let a shared cache keep the answer: RFC 9111 §3.5 lets
+ * `must-revalidate` do so too, but `max-age=0, must-revalidate` is how many private APIs ask
+ * for revalidation, and a CDN revalidating for the next user (whose request the upstream may
+ * answer 304 to) would hand them the first user's body.
+ */
 function verdict(value: string): Verdict {
   let result: Verdict = 'neither';
-  for (const member of members(value)) {
+  for (const member of members(value) ?? []) {
     const eq = member.indexOf('=');
     const name = (eq === -1 ? member : member.slice(0, eq)).trim().toLowerCase();
-    if (name === 'public' || name === 's-maxage' || name === 'must-revalidate') return 'shareable';
+    if (name === 'public' || name === 's-maxage') return 'shareable';
     // A qualified `private="Set-Cookie"` names fields only: the rest stays shareable.
     if (name === 'no-store' || (name === 'private' && eq === -1)) result = 'private';
   }
@@ -51,6 +66,7 @@ function verdict(value: string): Verdict {
 /** The Vary value read for the cookie: `Cookie` once, `Authorization` dropped; `*` as it is. */
 function varyOnCookie(value: string): string {
   const fields = members(value);
+  if (fields === undefined) return `${value}, Cookie`;
   if (fields.some((f) => f === '*')) return value;
   const kept = fields.filter((f) => !named(f, 'authorization') && !named(f, 'cookie'));
   return [...kept, 'Cookie'].join(', ');
@@ -61,6 +77,7 @@ export function asCookieAnswer(headers: string[], status: number): string[] {
   let cacheControl = -1;
   let vary = -1;
   let moreVary = false;
+  let overrides = false;
   let says: Verdict = 'neither';
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i] as string;
@@ -71,8 +88,10 @@ export function asCookieAnswer(headers: string[], status: number): string[] {
       if (cacheControl === -1) cacheControl = i;
       const v = verdict(headers[i + 1] as string);
       if (v === 'shareable' || (v === 'private' && says === 'neither')) says = v;
-    }
+    } else if (isOverride(name)) overrides = true;
   }
+  // Rare: read again without them (the indices above are the unfiltered list's).
+  if (overrides && says !== 'shareable') return asCookieAnswer(withoutOverrides(headers), status);
   if (says === 'neither') {
     if (cacheControl !== -1) {
       const value = (headers[cacheControl + 1] as string).trim();
@@ -98,5 +117,11 @@ export function asCookieAnswer(headers: string[], status: number): string[] {
     if (i === vary || !isVary) out.push(headers[i] as string, headers[i + 1] as string);
   }
   out[at] = varyOnCookie(fields.join(', '));
+  return out;
+}
+
+function withoutOverrides(headers: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) if (!isOverride(headers[i] as string)) out.push(headers[i] as string, headers[i + 1] as string);
   return out;
 }

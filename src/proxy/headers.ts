@@ -127,8 +127,11 @@ export function compileRequestHeaderStrip(
  * answer to the browser), and those that speak for the whole origin or the proxy in front of
  * the gateway rather than for one answer, the gateway's business, not an upstream's:
  * `Clear-Site-Data` (it cleared the session cookie without ending the session),
- * `Strict-Transport-Security` (`max-age=0` undid the origin's HSTS), and the internal-redirect
- * headers nginx, Apache, lighttpd and LiteSpeed act on (`X-Accel-Redirect: /internal/...`).
+ * `Strict-Transport-Security` (`max-age=0` undid the origin's HSTS), `NEL` and `Report-To`
+ * (a policy for the whole origin: the browser would report every request URL, sign-in callbacks
+ * with their codes included, to where the upstream says), `Reporting-Endpoints`, `Alt-Svc`,
+ * `Service-Worker-Allowed` (a worker scoped over `/auth`), and the internal-redirect headers
+ * nginx, Apache, lighttpd and LiteSpeed act on (`X-Accel-Redirect: /internal/...`).
  */
 const DROPPED_RESPONSE = new Set([
   'connection',
@@ -139,6 +142,11 @@ const DROPPED_RESPONSE = new Set([
   'transfer-encoding',
   'clear-site-data',
   'strict-transport-security',
+  'nel',
+  'report-to',
+  'reporting-endpoints',
+  'alt-svc',
+  'service-worker-allowed',
   'x-accel-redirect',
   'x-sendfile',
   'x-lighttpd-send-file',

@@ -21,12 +21,23 @@ describe('asCookieAnswer', () => {
     expect(ok(['Cache-Control', 'private="Set-Cookie", max-age=60'])[1]).toBe('private="Set-Cookie", max-age=60, private');
     // Commas inside a quoted string do not split it: `public` here is a field name, not a directive.
     expect(ok(['Cache-Control', 'no-cache="a, public, b"'])[1]).toBe('no-cache="a, public, b", private');
-    for (const kept of ['public, max-age=60', 'max-age=60, s-maxage=600', 'must-revalidate', 'private', 'PRIVATE, max-age=5', 'no-store', 'private, x-private=1']) {
+    // must-revalidate lets a shared cache keep it by RFC 9111 §3.5; not here (see verdict).
+    expect(ok(['Cache-Control', 'max-age=0, must-revalidate'])[1]).toBe('max-age=0, must-revalidate, private');
+    // An escaped quote or backslash inside a quoted string does not end it; one that never ends says nothing.
+    expect(ok(['Cache-Control', 'max-age=60, no-cache="a\\\\", x=", public, "'])[1]).toBe('max-age=60, no-cache="a\\\\", x=", public, ", private');
+    expect(ok(['Cache-Control', 'no-cache="a\\", public'])[1]).toBe('no-cache="a\\", public, private');
+    for (const kept of ['public, max-age=60', 'max-age=60, s-maxage=600', 'private', 'PRIVATE, max-age=5', 'no-store', 'private, x-private=1', 'no-cache="a\\"b", public']) {
       expect(ok(['Cache-Control', kept])[1]).toBe(kept);
     }
     // Two Cache-Control lines read as one list: `private` goes on the first, `public` in either keeps both.
     expect(ok(['Cache-Control', 'max-age=60', 'X', 'y', 'cache-control', 'no-transform']).slice(0, 6)).toEqual(['Cache-Control', 'max-age=60, private', 'X', 'y', 'cache-control', 'no-transform']);
     expect(ok(['Cache-Control', 'max-age=60', 'Cache-Control', 'public']).slice(0, 4)).toEqual(['Cache-Control', 'max-age=60', 'Cache-Control', 'public']);
+  });
+
+  // Fails if, in asCookieAnswer, the overrides are kept (`if (overrides && says !== 'shareable')` → `if (false)`).
+  it('drops what tells a CDN or nginx to cache regardless of Cache-Control, unless the answer is shareable', () => {
+    expect(ok(['CDN-Cache-Control', 'max-age=600', 'Surrogate-Control', 'max-age=600', 'X-Accel-Expires', '600', 'X', 'y'])).toEqual(['X', 'y', 'Cache-Control', 'private', 'Vary', 'Cookie']);
+    expect(ok(['Cache-Control', 'public, max-age=60', 'CDN-Cache-Control', 'max-age=600'])).toEqual(['Cache-Control', 'public, max-age=60', 'CDN-Cache-Control', 'max-age=600', 'Vary', 'Cookie']);
   });
 
   it('adds no Cache-Control to a 304 that has none: it would replace the stored answer\'s', () => {

@@ -194,6 +194,11 @@ describe('hop-by-hop and identity headers', () => {
       'X-Sendfile', '/etc/passwd',
       'X-Lighttpd-Send-File', '/etc/passwd',
       'X-LiteSpeed-Location', '/internal',
+      'NEL', '{"report_to":"up","max_age":31536000,"success_fraction":1}',
+      'Report-To', '{"group":"up","max_age":31536000,"endpoints":[{"url":"https://up.example/r"}]}',
+      'Reporting-Endpoints', 'up="https://up.example/r"',
+      'Alt-Svc', 'h2="up.example:443"',
+      'Service-Worker-Allowed', '/',
       'X-Accel-Buffering', 'no',
       'Content-Type', 'text/event-stream',
     ];
