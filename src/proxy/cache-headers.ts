@@ -14,8 +14,12 @@
  *   Cache-Control of its own gets none: it would replace the stored answer's.
  */
 
-/** Whether `name` (any case) is `target` (lowercase): no allocation for names of another length. */
-const named = (name: string, target: string) => name.length === target.length && name.toLowerCase() === target;
+/**
+ * Whether `name` (any case) is `target` (lowercase letters and `-`): lowercased only when its
+ * length and first letter already match (this runs on every header of every session-gated answer).
+ */
+const named = (name: string, target: string) =>
+  name.length === target.length && (name.charCodeAt(0) | 0x20) === target.charCodeAt(0) && name.toLowerCase() === target;
 
 /**
  * A list header's members (RFC 9110 §5.6.1), split on commas outside quoted strings (where `\`
@@ -41,8 +45,11 @@ function members(value: string): string[] | undefined {
 type Verdict = 'shareable' | 'private' | 'neither';
 
 /** Cache instructions for the caches in front (RFC 9213 and its kin) that overrule Cache-Control there. */
-const CACHE_OVERRIDES = new Set(['cdn-cache-control', 'surrogate-control', 'x-accel-expires', 'cloudflare-cdn-cache-control', 'edge-control']);
-const isOverride = (name: string) => name.length >= 12 && name.length <= 28 && CACHE_OVERRIDES.has(name.toLowerCase());
+const CACHE_OVERRIDES = ['cdn-cache-control', 'surrogate-control', 'x-accel-expires', 'cloudflare-cdn-cache-control', 'edge-control'];
+function isOverride(name: string): boolean {
+  for (let i = 0; i < CACHE_OVERRIDES.length; i++) if (named(name, CACHE_OVERRIDES[i] as string)) return true;
+  return false;
+}
 
 /**
  * What a Cache-Control value says for shared caches; one that does not parse says nothing. Only
