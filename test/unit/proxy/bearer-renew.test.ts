@@ -4,6 +4,7 @@
  * allows it; otherwise PASS. The refresh coordinator is a stand-in with the real one's contract
  * (it refreshes only while the record is at the version the caller saw, and otherwise returns
  * the newer set), counting provider calls; the cooldown runs on the in-process Redis emulation.
+ * Also: a due token is served while another process renews it only by the caller's own check.
  */
 import { randomBytes } from 'node:crypto';
 import { createSealer } from '../../../src/crypto/seal.js';
@@ -50,11 +51,11 @@ const refresher: RefreshCoordinator = {
   },
 };
 
-const resolver = () =>
+const resolverWith = (coordinator: RefreshCoordinator) =>
   createCredentialResolver({
     config,
     vault,
-    refresher,
+    refresher: coordinator,
     provider: {} as ProviderHandle,
     clock: Date.now,
     clientTokens: {} as ClientTokens,
@@ -63,6 +64,7 @@ const resolver = () =>
     dpopNonces: {} as DpopNonces,
     dpopProofs: {} as DpopProofs,
   });
+const resolver = () => resolverWith(refresher);
 
 /** The session as a request that started now would have loaded it. */
 const loaded = (): LoadedSession => ({
@@ -116,5 +118,32 @@ describe('renewing a refused session token', () => {
     const renewed = await Promise.all(Array.from({ length: 4 }, () => resolver().renew(route, session, bearer(0))));
     expect(renewed).toEqual(Array(4).fill(bearer(1)));
     expect(refreshes).toBe(1);
+  });
+});
+
+/**
+ * A due token served while another process renews it (session/refresh.ts `stillUsable`) is
+ * served only by the caller's own check. In one process, a caller may join another's renewal of
+ * the same set (same renewal key), whose check looked at another token (an exchange route's
+ * exchanged token, while this route's sign-in token has expired): the coordinator hands it back
+ * `seen`. The stand-in here answers `seen` once, as that join would, then renews.
+ *
+ * Fails if, in src/proxy/bearer.ts userAccessToken, the re-check goes
+ * (`&& !expiresWithin(usable, 0, nowSeconds(deps.clock))` removed): the expired token was sent.
+ */
+describe('a due token while another process renews it', () => {
+  it("is served only by its own check: an expired one is renewed, though the joined renewal answered `seen`", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    record = { version: 1, tokens: { accessToken: 'expired', refreshToken: 'r', expiresAt: now - 5, lifetime: 60 } };
+    const calls: Array<boolean | undefined> = [];
+    const joined: RefreshCoordinator = {
+      refresh(_digest, seen, _fn, context) {
+        calls.push(context?.stillUsable?.());
+        return Promise.resolve(calls.length === 1 ? seen : { version: seen.version + 1, tokens: tokenSet(2) });
+      },
+    };
+    expect(await resolverWith(joined)(route, loaded())).toEqual(bearer(2));
+    // Its own check said no each time: taking `seen` was never its own decision.
+    expect(calls).toEqual([false, false]);
   });
 });
