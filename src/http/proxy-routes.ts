@@ -21,7 +21,7 @@ import { createCredentialResolver, needsSession, type LoadedSession } from '../p
 import { fromUpstreamError } from '../proxy/errors.js';
 import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
-import { createLongLivedAnswers, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
+import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
@@ -109,6 +109,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
 
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
+  const streamLimit = createStreamLimit();
   for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
   const longLived = new Map<string, LongLivedAnswers>(
     routes.map((route) => [
@@ -140,7 +141,11 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           ...(needsSession(route)
             ? {
                 onLongLived(req: Owned, res: ServerResponse, kind: 'event-stream' | 'open-ended') {
-                  if (req[OWNER] !== undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
+                  const owner = req[OWNER];
+                  if (owner === undefined) return true;
+                  if (kind === 'event-stream' && !streamLimit.admit(owner.digest, res)) return false;
+                  (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
+                  return true;
                 },
               }
             : {}),

@@ -97,3 +97,33 @@ export function createLongLivedAnswers(hold: (res: ServerResponse) => void, hold
     close: () => pending.close(),
   };
 }
+
+/**
+ * Event streams one session may hold open through this process, over all routes. Each holds an
+ * upstream connection for as long as it runs: without a bound, one session (a script, not a
+ * browser: HTTP/1.1 browsers open 6 connections per host) held a route's every connection, and
+ * every other user's calls on it waited, then got 504.
+ */
+export const MAX_STREAMS_PER_SESSION = 32;
+
+export interface StreamLimit {
+  /** Counts `res` as one of `session`'s streams until it closes; false when it holds `max` already. */
+  admit(session: string, res: ServerResponse): boolean;
+}
+
+export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
+  const open = new Map<string, number>();
+  return {
+    admit(session, res) {
+      const count = open.get(session) ?? 0;
+      if (count >= max) return false;
+      open.set(session, count + 1);
+      res.once('close', () => {
+        const left = (open.get(session) ?? 1) - 1;
+        if (left > 0) open.set(session, left);
+        else open.delete(session);
+      });
+      return true;
+    },
+  };
+}

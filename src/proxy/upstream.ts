@@ -16,6 +16,7 @@ import {
 } from 'http-proxy-middleware';
 import type { CompiledRoute } from './routes.js';
 import { createRouteAgent } from './route-agent.js';
+import { GatewayError } from '../errors.js';
 import type { TrustHop } from './trust.js';
 import { createOutgoing } from './outgoing.js';
 import { openTunnel } from './websocket-tunnel.js';
@@ -34,8 +35,11 @@ export interface UpstreamOptions {
   publicUrl: URL;
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
-  /** Told of each answer that may stay open for long (streams.ts), as its head is passed on. */
-  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse, kind: 'event-stream' | 'open-ended') => void;
+  /**
+   * Told of each answer that may stay open for long (streams.ts), before its head is passed on;
+   * false refuses it (429, the upstream's answer cut): its session holds too many already.
+   */
+  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse, kind: 'event-stream' | 'open-ended') => boolean;
   /** Called when the upstream could not be reached or did not answer in time. */
   onError: (err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) => void;
   /**
@@ -166,6 +170,12 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     },
   };
   const pass = (proxyRes: http.IncomingMessage, req: http.IncomingMessage, res: http.ServerResponse) => {
+    const kind = options.onLongLived === undefined ? undefined : longLivedKind(proxyRes, req.method);
+    if (kind !== undefined && options.onLongLived?.(req, res, kind) === false) {
+      proxyRes.destroy();
+      options.onError(new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' }), req, res);
+      return;
+    }
     try {
       passThrough(proxyRes, res, isGatewayCookie, forCookie);
     } catch (err) {
@@ -173,11 +183,6 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       // process: this runs in a socket event, where a throw is uncaught.
       proxyRes.destroy();
       options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
-      return;
-    }
-    if (options.onLongLived !== undefined) {
-      const kind = longLivedKind(proxyRes, req.method);
-      if (kind !== undefined) options.onLongLived(req, res, kind);
     }
   };
   const answered = (proxyRes: http.IncomingMessage) => {
