@@ -15,14 +15,8 @@ import { UpstreamTimeout } from './errors.js';
 
 const CALL_REQ = Symbol('call-req');
 const CALL_RES = Symbol('call-res');
-/** The options it was queued with: its queue's name is agent.getName(them), worked out only when needed. */
-const QUEUE = Symbol('queue');
-/** An upstream request with the call it serves and the agent queue it waits in. */
-type Queued = http.ClientRequest & {
-  [CALL_REQ]?: http.IncomingMessage | undefined;
-  [CALL_RES]?: http.ServerResponse | undefined;
-  [QUEUE]?: http.RequestOptions;
-};
+/** An upstream request with the call it serves. */
+type Queued = http.ClientRequest & { [CALL_REQ]?: http.IncomingMessage | undefined; [CALL_RES]?: http.ServerResponse | undefined };
 
 /** What @types/node leaves out: how http.request hands a request to its agent, and the queues. */
 type AgentInternals = {
@@ -60,20 +54,26 @@ export function createRouteAgent(options: RouteAgentOptions): RouteAgent {
     expire(proxyReq) {
       const req = proxyReq[CALL_REQ];
       const res = proxyReq[CALL_RES];
-      proxyReq[CALL_REQ] = proxyReq[CALL_RES] = undefined;
-      const queued = proxyReq[QUEUE];
-      const queue = queued === undefined ? undefined : internals.requests[agent.getName(queued)];
-      const at = proxyReq.socket === null && queue !== undefined ? queue.indexOf(proxyReq) : -1;
-      if (at === -1 || req === undefined || res === undefined) {
+      if (proxyReq.socket !== null || req === undefined || res === undefined || !unqueue(proxyReq)) {
         proxyReq.destroy(new UpstreamTimeout('no response in time'));
         return;
       }
-      queue?.splice(at, 1);
       proxyReq.destroy();
       options.onQueuedTimeout(new UpstreamTimeout('no connection to the upstream in time'), req, res);
     },
     isSettled: (proxyReq) => proxyReq.destroyed,
   });
+
+  /** Takes `proxyReq` out of whichever queue holds it (a rare path: a sweep, not a lookup per call). */
+  function unqueue(proxyReq: http.ClientRequest): boolean {
+    for (const queue of Object.values(internals.requests)) {
+      const at = queue === undefined ? -1 : queue.indexOf(proxyReq);
+      if (at === -1) continue;
+      queue?.splice(at, 1);
+      return true;
+    }
+    return false;
+  }
 
   // The call whose upstream request the agent is about to be given.
   let callReq: http.IncomingMessage | undefined;
@@ -82,7 +82,6 @@ export function createRouteAgent(options: RouteAgentOptions): RouteAgent {
   internals.addRequest = (proxyReq: Queued, requestOptions) => {
     proxyReq[CALL_REQ] = callReq;
     proxyReq[CALL_RES] = callRes;
-    proxyReq[QUEUE] = requestOptions;
     deadlines.track(proxyReq);
     addRequest(proxyReq, requestOptions);
   };
@@ -101,11 +100,7 @@ export function createRouteAgent(options: RouteAgentOptions): RouteAgent {
         callRes = outerRes;
       }
     },
-    answered(proxyReq) {
-      deadlines.done(proxyReq);
-      const call = proxyReq as Queued;
-      call[CALL_REQ] = call[CALL_RES] = call[QUEUE] = undefined;
-    },
+    answered: (proxyReq) => deadlines.done(proxyReq),
     close() {
       deadlines.close();
       agent.destroy();
