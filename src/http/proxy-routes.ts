@@ -17,9 +17,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Runtime } from '../runtime.js';
 import { GatewayError } from '../errors.js';
-import { createCredentialResolver, needsSession, type LoadedSession } from '../proxy/bearer.js';
+import { createCredentialResolver, type LoadedSession } from '../proxy/bearer.js';
 import { fromUpstreamError } from '../proxy/errors.js';
-import { compileRoutes, type CompiledRoute } from '../proxy/routes.js';
+import { compileRoutes, needsSession, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
@@ -142,10 +142,10 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
             ? {
                 onLongLived(req: Owned, res: ServerResponse, kind: 'event-stream' | 'open-ended') {
                   const owner = req[OWNER];
-                  if (owner === undefined) return true;
-                  if (kind === 'event-stream' && !streamLimit.admit(owner.digest, res)) return false;
-                  (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
-                  return true;
+                  if (owner === undefined) return undefined;
+                  const refused = kind === 'event-stream' ? streamLimit.admit(owner.digest, res) : undefined;
+                  if (refused === undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
+                  return refused;
                 },
               }
             : {}),

@@ -285,8 +285,3 @@ export function createCredentialResolver(deps: CredentialDeps) {
 }
 
 export type CredentialResolver = ReturnType<typeof createCredentialResolver>;
-
-/** Does this route's auth mode read the user's session? */
-export function needsSession(route: CompiledRoute): boolean {
-  return route.auth === 'user' || route.auth === 'user-optional' || route.requireSession;
-}

@@ -42,6 +42,14 @@ function segmentCount(path: string): number {
 }
 
 /**
+ * Does this route's auth mode read the user's session? Its answers are then the session's too
+ * (a credential only a session gets was sent: cache-headers.ts).
+ */
+export function needsSession(route: RouteConfig): boolean {
+  return route.auth === 'user' || route.auth === 'user-optional' || route.requireSession;
+}
+
+/**
  * @param globalDpop `oidc.dpop`: every user route without a token exchange sends DPoP (an
  *   exchanged token is a bearer token for its own audience).
  */

@@ -17,6 +17,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Metrics } from '../observability/metrics.js';
 import type { HeldSessions } from '../session/held.js';
+import { GatewayError } from '../errors.js';
 import { createDeadlines } from './deadlines.js';
 
 const LONG_DOWNLOAD_BYTES = 1024 * 1024;
@@ -107,8 +108,8 @@ export function createLongLivedAnswers(hold: (res: ServerResponse) => void, hold
 export const MAX_STREAMS_PER_SESSION = 32;
 
 export interface StreamLimit {
-  /** Counts `res` as one of `session`'s streams until it closes; false when it holds `max` already. */
-  admit(session: string, res: ServerResponse): boolean;
+  /** Counts `res` as one of `session`'s streams until it closes; 429 when it holds `max` already. */
+  admit(session: string, res: ServerResponse): GatewayError | undefined;
 }
 
 export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
@@ -116,14 +117,14 @@ export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
   return {
     admit(session, res) {
       const count = open.get(session) ?? 0;
-      if (count >= max) return false;
+      if (count >= max) return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' });
       open.set(session, count + 1);
       res.once('close', () => {
         const left = (open.get(session) ?? 1) - 1;
         if (left > 0) open.set(session, left);
         else open.delete(session);
       });
-      return true;
+      return undefined;
     },
   };
 }

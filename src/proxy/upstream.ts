@@ -14,18 +14,15 @@ import {
   debugProxyErrorsPlugin,
   proxyEventsPlugin,
 } from 'http-proxy-middleware';
-import type { CompiledRoute } from './routes.js';
+import { needsSession, type CompiledRoute } from './routes.js';
 import { createRouteAgent } from './route-agent.js';
-import { GatewayError } from '../errors.js';
 import type { TrustHop } from './trust.js';
 import { createOutgoing } from './outgoing.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import { proxyTarget } from './proxy-target.js';
-import { needsSession } from './bearer.js';
 import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
-
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -37,9 +34,9 @@ export interface UpstreamOptions {
   isGatewayCookie: (name: string) => boolean;
   /**
    * Told of each answer that may stay open for long (streams.ts), before its head is passed on;
-   * false refuses it (429, the upstream's answer cut): its session holds too many already.
+   * an error refuses it (answered instead, the upstream's answer cut).
    */
-  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse, kind: 'event-stream' | 'open-ended') => boolean;
+  onLongLived?: (req: http.IncomingMessage, res: http.ServerResponse, kind: 'event-stream' | 'open-ended') => Error | undefined;
   /** Called when the upstream could not be reached or did not answer in time. */
   onError: (err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) => void;
   /**
@@ -147,8 +144,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
     return server === undefined ? undefined : web(req, res, { ...callOptions, buffer: Readable.from([]) });
   };
   const on = {
-    // The deadline is for the response head only: a long download or an event stream that has
-    // started answering is never cut by it.
+    // Once a connection is assigned (the deadline was armed before, in route-agent.ts).
     proxyReq(proxyReq: http.ClientRequest, req: http.IncomingMessage) {
       proxyReq.on('upgrade', switchedProtocols);
       (req as Retriable)[POOLED] = proxyReq.reusedSocket;
@@ -171,9 +167,10 @@ export function createUpstream(options: UpstreamOptions): Upstream {
   };
   const pass = (proxyRes: http.IncomingMessage, req: http.IncomingMessage, res: http.ServerResponse) => {
     const kind = options.onLongLived === undefined ? undefined : longLivedKind(proxyRes, req.method);
-    if (kind !== undefined && options.onLongLived?.(req, res, kind) === false) {
+    const refused = kind === undefined ? undefined : options.onLongLived?.(req, res, kind);
+    if (refused !== undefined) {
       proxyRes.destroy();
-      options.onError(new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' }), req, res);
+      options.onError(refused, req, res);
       return;
     }
     try {
@@ -185,6 +182,8 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       options.onError(err instanceof Error ? err : new Error(String(err)), req, res);
     }
   };
+  // The deadline is for the response head only: a long download or an event stream that has
+  // started answering is never cut by it.
   const answered = (proxyRes: http.IncomingMessage) => {
     const proxyReq = (proxyRes as { req?: http.ClientRequest }).req;
     if (proxyReq) routeAgent.answered(proxyReq);

@@ -6,7 +6,7 @@
  * upstream's stream cut; another session is not counted against it; a closed stream frees its place.
  *
  * Fails if, in src/http/proxy-routes.ts onLongLived, the limit is not asked
- * (`if (kind === 'event-stream' && !streamLimit.admit(owner.digest, res)) return false;` removed).
+ * (`kind === 'event-stream' ? streamLimit.admit(owner.digest, res) : undefined` → `undefined`).
  */
 import type { ServerResponse } from 'node:http';
 import { BrowserClient } from '../../support/browser-client.js';
