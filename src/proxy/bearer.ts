@@ -17,7 +17,7 @@ import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
 import { sessionGone } from '../session/gone.js';
 import type { RefreshCoordinator, RefreshFn } from '../session/refresh.js';
-import { expiresWithin, nowSeconds, type Expiring, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
+import { expiresWithin, hasExpired, nowSeconds, type Expiring, type ResourceToken, type TokenSet, type VersionedTokens } from '../session/tokens.js';
 import type { TokenVault } from '../session/vault.js';
 import type { ClientTokens } from './client-token.js';
 import type { RefusalCooldown } from './refusal-cooldown.js';
@@ -200,15 +200,16 @@ export function createCredentialResolver(deps: CredentialDeps) {
       // Due, not expired, not refused: it serves while another process renews it (or one that
       // died holds the lock until it lapses), rather than this call waiting for that renewal.
       const usable = token !== undefined && !isRefused ? token : undefined;
+      const stillUsable = usable === undefined ? undefined : () => !hasExpired(usable, nowSeconds(deps.clock));
       const seenVersion = current.version;
       current = await refresher.refresh(session.digest, current, next.fn, {
         handle: auth.handle,
         needsRefreshToken: next.needsRefreshToken,
         renewal: next.renewal,
-        ...(usable ? { stillUsable: () => !expiresWithin(usable, 0, nowSeconds(deps.clock)) } : {}),
+        ...(stillUsable ? { stillUsable } : {}),
       });
       // Checked again: a caller that joined another's renewal was answered by that one's check.
-      if (usable && current.version === seenVersion && !expiresWithin(usable, 0, nowSeconds(deps.clock))) return usable.accessToken;
+      if (usable !== undefined && current.version === seenVersion && !hasExpired(usable, nowSeconds(deps.clock))) return usable.accessToken;
       if (current.tokens) requireScopes(route, auth, current.tokens);
     }
     const token = current.tokens ? routeToken(current.tokens, route) : undefined;

@@ -20,7 +20,7 @@ import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { sleep, tryLock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
-import { expiresWithin, lifeOf, renewalMargin, type Expiring } from '../session/tokens.js';
+import { expiresWithin, hasExpired, lifeOf, renewalMargin, type Expiring } from '../session/tokens.js';
 import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
 
 export interface ClientTokenRequest {
@@ -122,7 +122,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       // that has not expired serves meanwhile, as it was only due for renewal. Every call
       // waited up to maxWaitMs for a 502 behind a dead holder's lock.
       const mine = other(local.get(key));
-      if (mine && mine.expiresAt > nowSeconds()) return mine.accessToken;
+      if (mine && !hasExpired(mine, nowSeconds())) return mine.accessToken;
       if (Date.now() > deadline) {
         throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for a client token') });
       }

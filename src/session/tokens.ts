@@ -62,6 +62,11 @@ export function renewalMargin(token: Expiring, skewSeconds: number): number {
   return half < skewSeconds ? half : skewSeconds;
 }
 
+/** Whether `token` has expired at `nowSeconds` (never, when its expiry is not known). */
+export function hasExpired(token: Expiring, nowSeconds: number): boolean {
+  return token.expiresAt !== undefined && token.expiresAt <= nowSeconds;
+}
+
 /** Whether `token` is due for renewal at `nowSeconds` (never, when its expiry is not known). */
 export function expiresWithin(token: Expiring, skewSeconds: number, nowSeconds: number): boolean {
   return token.expiresAt !== undefined && token.expiresAt - renewalMargin(token, skewSeconds) <= nowSeconds;

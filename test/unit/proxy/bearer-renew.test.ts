@@ -129,7 +129,7 @@ describe('renewing a refused session token', () => {
  * `seen`. The stand-in here answers `seen` once, as that join would, then renews.
  *
  * Fails if, in src/proxy/bearer.ts userAccessToken, the re-check goes
- * (`&& !expiresWithin(usable, 0, nowSeconds(deps.clock))` removed): the expired token was sent.
+ * (`&& !hasExpired(usable, nowSeconds(deps.clock))` removed): the expired token was sent.
  */
 describe('a due token while another process renews it', () => {
   it("is served only by its own check: an expired one is renewed, though the joined renewal answered `seen`", async () => {
