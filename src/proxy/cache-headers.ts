@@ -73,7 +73,8 @@ function verdict(value: string): Verdict {
 /** The Vary value read for the cookie: `Cookie` once, `Authorization` dropped; `*` as it is. */
 function varyOnCookie(value: string): string {
   const fields = members(value);
-  if (fields === undefined) return `${value}, Cookie`;
+  // A quoted string that never closes would take in whatever is appended: vary on everything.
+  if (fields === undefined) return '*';
   if (fields.some((f) => f === '*')) return value;
   const kept = fields.filter((f) => !named(f, 'authorization') && !named(f, 'cookie'));
   return [...kept, 'Cookie'].join(', ');
@@ -102,7 +103,8 @@ export function asCookieAnswer(headers: string[], status: number): string[] {
   if (says === 'neither') {
     if (cacheControl !== -1) {
       const value = (headers[cacheControl + 1] as string).trim();
-      headers[cacheControl + 1] = value === '' ? 'private' : `${value}, private`;
+      // Appended to a quoted string that never closes, `private` would be read as part of it.
+      headers[cacheControl + 1] = value === '' || members(value) === undefined ? 'private' : `${value}, private`;
     } else if (status !== 304) headers.push('Cache-Control', 'private');
   }
   if (vary === -1) {
