@@ -295,3 +295,14 @@ export async function startUpstream(opts: { websocket?: boolean; host?: '127.0.0
   await upstream.start();
   return upstream;
 }
+
+/**
+ * Answers `res` with `headers` and a `first` chunk and keeps it open: only a cut (or the test)
+ * ends it. It is in `open` until it closes, for the test to cut what is left.
+ */
+export function holdOpen(res: ServerResponse, open: Set<ServerResponse>, headers: http.OutgoingHttpHeaders, first: string): void {
+  res.writeHead(200, headers);
+  res.write(first);
+  open.add(res);
+  res.once('close', () => open.delete(res));
+}

@@ -31,7 +31,7 @@ import { gatewayClient } from '../../support/gateway.js';
 import { openStream, openWebSocket, type Closed, type HeldStream, type HeldWebSocket } from '../../support/live-streams.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { holdOpen, startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 
 /** Both timeouts: long enough for every step of a test, short enough to wait for once. */
@@ -60,10 +60,7 @@ beforeAll(async () => {
   upstream = await startUpstream({ websocket: true });
   // An event stream that never ends by itself: only a cut (or the test) closes it.
   upstream.setHandler((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    res.write('data: first\n\n');
-    upstreamStreams.add(res);
-    res.once('close', () => upstreamStreams.delete(res));
+    holdOpen(res, upstreamStreams, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, 'data: first\n\n');
   });
   ({ portA, portB, publicUrl } = await reserveCliPair());
   provider = await startTestProvider({ clients: [gatewayClient(publicUrl)] });

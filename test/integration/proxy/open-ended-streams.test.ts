@@ -16,7 +16,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { openStream } from '../../support/live-streams.js';
 import { startStack, type Stack } from '../../support/stack.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { holdOpen, startUpstream, type Upstream } from '../../support/upstream.js';
 import { sessionIdFromCookie } from '../../support/assertions.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
@@ -30,15 +30,12 @@ beforeAll(async () => {
   upstream = await startUpstream();
   upstream.setHandler((req, res) => {
     req.resume();
-    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     if (req.url?.startsWith('/feed/short')) {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       res.end('{"n":1}\n');
       return;
     }
-    // Never ends by itself: only a cut (or the test) closes it.
-    res.write('{"n":1}\n');
-    open.add(res);
-    res.once('close', () => open.delete(res));
+    holdOpen(res, open, { 'content-type': 'application/x-ndjson' }, '{"n":1}\n');
   });
   stack = await startStack({ config: { routes: [{ path: '/feed', target: upstream.url, auth: 'user' }] } });
 });

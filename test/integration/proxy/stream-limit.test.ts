@@ -13,7 +13,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { openStream, type HeldStream } from '../../support/live-streams.js';
 import { startStack, type Stack } from '../../support/stack.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { holdOpen, startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually } from '../../support/wait.js';
 import { MAX_STREAMS_PER_SESSION } from '../../../src/proxy/streams.js';
 
@@ -26,10 +26,7 @@ beforeAll(async () => {
   upstream = await startUpstream();
   upstream.setHandler((req, res) => {
     req.resume();
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write(': open\n\n');
-    upstreamStreams.add(res);
-    res.once('close', () => upstreamStreams.delete(res));
+    holdOpen(res, upstreamStreams, { 'content-type': 'text/event-stream' }, ': open\n\n');
   });
   stack = await startStack({ config: { routes: [{ path: '/events', target: upstream.url, auth: 'user' }] } });
 });

@@ -44,7 +44,7 @@ import { openStream, type HeldStream } from '../../support/live-streams.js';
 import { adminCall, startRedisSentinel, type RedisSentinelSet } from '../../support/redis-sentinel.js';
 import type { RedisServer } from '../../support/redis-server.js';
 import { startStack, type Stack } from '../../support/stack.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { holdOpen, startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 import { sessionIdFromCookie } from '../../support/assertions.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
@@ -131,10 +131,7 @@ beforeAll(async () => {
   sentinel = await startRedisSentinel({ downAfterMs: DOWN_AFTER_MS, replicaArgs: ['--replica-read-only', 'no'] });
   upstream = await startUpstream();
   upstream.setHandler((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    res.write('data: first\n\n');
-    upstreamStreams.add(res);
-    res.once('close', () => upstreamStreams.delete(res));
+    holdOpen(res, upstreamStreams, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, 'data: first\n\n');
   });
   stack = await startStack({
     config: {
