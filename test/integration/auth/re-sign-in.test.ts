@@ -43,6 +43,12 @@ async function loginAgain(client: BrowserClient): Promise<string> {
   return completeAtProvider(client, login.redirectUrl as string);
 }
 
+/** The provider's redirect back to `callback` (cross-site: no Strict cookie); the cookie it leaves. */
+async function comeBack(client: BrowserClient, callback: string): Promise<string> {
+  expect((await client.get(callback, { crossSite: true })).status).toBe(302);
+  return sessionCookie(client);
+}
+
 describe('signing in again with a SameSite=Strict session cookie', () => {
   it('ends the previous session although the callback does not carry its cookie', async () => {
     const client = new BrowserClient();
@@ -106,10 +112,8 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     const old = sessionCookie(client);
     // Both tabs start a sign-in (both were asked to step up), then come back in turn.
     const [callbackA, callbackB] = [await loginAgain(client), await loginAgain(client)];
-    expect((await client.get(callbackA, { crossSite: true })).status).toBe(302);
-    const first = sessionCookie(client);
-    expect((await client.get(callbackB, { crossSite: true })).status).toBe(302);
-    const second = sessionCookie(client);
+    const first = await comeBack(client, callbackA);
+    const second = await comeBack(client, callbackB);
     expect(new Set([old, first, second]).size).toBe(3);
 
     expect((await userWith(old)).status).toBe(401);
@@ -127,13 +131,10 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     const client = new BrowserClient();
     await signIn(client, gw.url);
     const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
-    expect((await client.get(callbackA, { crossSite: true })).status).toBe(302);
-    const first = sessionCookie(client);
+    const first = await comeBack(client, callbackA);
     // From the first tab's new session, another sign-in (say, to step up) completes.
-    expect((await client.get(await loginAgain(client), { crossSite: true })).status).toBe(302);
-    const second = sessionCookie(client);
-    expect((await client.get(callbackLate, { crossSite: true })).status).toBe(302);
-    const last = sessionCookie(client);
+    const second = await comeBack(client, await loginAgain(client));
+    const last = await comeBack(client, callbackLate);
     expect(new Set([first, second, last]).size).toBe(3);
     expect((await userWith(first)).status).toBe(401);
     expect((await userWith(second)).status).toBe(401);
