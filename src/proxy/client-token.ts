@@ -13,6 +13,13 @@
  * instances) may fetch a new one (refusal-cooldown.ts); the others get undefined and pass the
  * upstream's 401 through. The shared token is never deleted: the new one overwrites it, so no
  * instance is left without a token while the grant is under way.
+ *
+ * A grant that fails is not repeated on every API call: this process asks the provider again
+ * no sooner than GRANT_RETRY_MS.first later, doubling up to GRANT_RETRY_MS.max while the
+ * failures go on. Meanwhile a token of this process that has not expired is served (it was only
+ * due for renewal), a token another process obtained is taken from Redis, and otherwise the call
+ * fails at once with the grant's error and Retry-After. Without this, a provider that is down or
+ * refuses the gateway's credentials received one grant per API call from anonymous callers.
  */
 import type { Sealer } from '../crypto/seal.js';
 import { GatewayError } from '../errors.js';
@@ -51,6 +58,15 @@ interface Cached extends Expiring {
   expiresAt: number;
 }
 
+/** How long a process waits before asking the provider again after a failed grant. */
+export const GRANT_RETRY_MS = { first: 1_000, max: 30_000 } as const;
+
+interface Failing {
+  until: number;
+  delayMs: number;
+  error: GatewayError;
+}
+
 export interface ClientTokens {
   /** The current token: this process's copy, the shared one, or a new one. */
   get(request: ClientTokenRequest): Promise<string>;
@@ -68,6 +84,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   const local = new Map<string, Cached>();
   const getting = new Map<string, Promise<string>>();
   const renewing = new Map<string, Promise<string | undefined>>();
+  const failing = new Map<string, Failing>();
   const nowSeconds = () => Math.floor(clock() / 1000);
   const usable = (c: Cached | undefined): c is Cached => c !== undefined && !expiresWithin(c, skewSeconds, nowSeconds());
   const cacheKey = (request: ClientTokenRequest) => digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
@@ -85,9 +102,13 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     try {
       fetched = await options.fetch(request);
       options.onFetch?.('success');
+      failing.delete(key);
     } catch (err) {
       options.onFetch?.('failure');
-      throw err instanceof GatewayError && err.code !== 'login_required' ? err : new GatewayError('token_refresh_failed', { cause: err });
+      const error = err instanceof GatewayError && err.code !== 'login_required' ? err : new GatewayError('token_refresh_failed', { cause: err });
+      const delayMs = Math.min(GRANT_RETRY_MS.max, 2 * (failing.get(key)?.delayMs ?? GRANT_RETRY_MS.first / 2));
+      failing.set(key, { until: clock() + delayMs, delayMs, error });
+      throw retryLater(error, delayMs);
     }
     const cached: Cached = { accessToken: fetched.accessToken, ...lifeOf(fetched, nowSeconds()) };
     const ttl = Math.floor(cached.expiresAt - renewalMargin(cached, skewSeconds) - nowSeconds());
@@ -107,22 +128,36 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
         local.set(key, shared);
         return shared.accessToken;
       }
+      // A token of ours that has not expired serves while the provider may not be asked (a
+      // failed grant's backoff) or cannot answer, as it was only due for renewal.
+      const mine = other(local.get(key));
+      const serving = mine && !hasExpired(mine, nowSeconds()) ? mine : undefined;
+      const failed = failing.get(key);
+      if (failed && clock() < failed.until) {
+        if (serving) return serving.accessToken;
+        throw retryLater(failed.error, failed.until - clock());
+      }
       const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
       if (lock) {
         try {
-          const again = other(await readShared(key));
-          const token = again ?? (await fetchAndShare(key, request));
+          let token = other(await readShared(key));
+          if (!token) {
+            try {
+              token = await fetchAndShare(key, request);
+            } catch (err) {
+              if (!serving) throw err;
+              token = serving;
+            }
+          }
           local.set(key, token);
           return token.accessToken;
         } finally {
           await lock.release();
         }
       }
-      // Another process is renewing (or one that died, until its lock lapses): a token of ours
-      // that has not expired serves meanwhile, as it was only due for renewal. Every call
+      // Another process is renewing (or one that died, until its lock lapses). Every call
       // waited up to maxWaitMs for a 502 behind a dead holder's lock.
-      const mine = other(local.get(key));
-      if (mine && !hasExpired(mine, nowSeconds())) return mine.accessToken;
+      if (serving) return serving.accessToken;
       if (Date.now() > deadline) {
         throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for a client token') });
       }
@@ -141,6 +176,12 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     }
     if (!(await cooldown.clientToken(key, refused))) return undefined;
     return obtain(key, request, refused);
+  }
+
+  /** The grant's error, telling the browser when the provider will be asked again. */
+  function retryLater(error: GatewayError, delayMs: number): GatewayError {
+    const headers = { ...error.headers, 'Retry-After': String(Math.max(1, Math.ceil(delayMs / 1000))) };
+    return new GatewayError(error.code, { cause: error.cause, description: error.description, headers, ...(error.details ? { details: error.details } : {}) });
   }
 
   /** In-process callers of one key share one promise. */

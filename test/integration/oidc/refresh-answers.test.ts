@@ -91,6 +91,17 @@ const logLines = (): LogLine[] => gw.logs.map((l) => JSON.parse(l) as LogLine);
 const refreshLines = (handle: string) => logLines().filter((l) => l.event === 'token_refresh' && l.session === handle);
 const userStatus = async (s: SignedIn) => (await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).status;
 
+/**
+ * The next `auth: client` call makes a grant: every client token cached here or in Redis has
+ * expired, and any backoff after a failed grant has passed.
+ */
+async function forgetClientTokens(): Promise<void> {
+  clock.advance(400 * 24 * 3600);
+  for (const key of await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`)) await gw.runtime.redis.del(key);
+}
+
+const clientGrants = () => front.requests.filter((r) => isGrant(r, 'client_credentials')).length;
+
 /** Makes the session's access token due for a refresh on the next call. */
 const expireAccessToken = () => clock.advance(120);
 
@@ -309,7 +320,7 @@ describe('a token of the wrong type for a bearer session', () => {
   // the DPoP-bound token was cached and sent as Bearer on every `auth: client` call until it expired.
   it('at a client-credentials grant (never with a proof): 502 token_refresh_failed, nothing cached, the upstream not called', async () => {
     const cached = async () => gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
-    for (const key of await cached()) await gw.runtime.redis.del(key);
+    await forgetClientTokens();
     boundAnswers('client_credentials');
     upstream.reset();
     expectErrorBody(await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf }), 'token_refresh_failed', 502);
@@ -343,8 +354,8 @@ describe('a provider whose tokens live no longer than the refresh skew', () => {
   });
 
   it('a client token of 10 s is cached and shared for 5 s: one grant for all calls', async () => {
-    for (const key of await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`)) await gw.runtime.redis.del(key);
-    const grants = () => front.requests.filter((r) => isGrant(r, 'client_credentials')).length;
+    await forgetClientTokens();
+    const grants = clientGrants;
     front.intercept((req) =>
       isGrant(req, 'client_credentials')
         ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ access_token: `cc-short-${grants()}`, token_type: 'Bearer', expires_in: 10 }) }
@@ -371,8 +382,7 @@ describe('a client token due for renewal while another process holds the renewal
       const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
       return { ...answer, body: JSON.stringify({ ...body, access_token: 'cc-soon-due', expires_in: 40 }) };
     });
-    // A new token (the tests before may have cached one for the same key).
-    clock.advance(400 * 24 * 3600);
+    await forgetClientTokens();
     expect((await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf })).status).toBe(200);
     const [shared] = await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
     const key = /\{(.*)\}$/.exec(shared as string)?.[1] as string;
@@ -449,6 +459,7 @@ describe('the refresh log line', () => {
 
 describe('client credentials', () => {
   it('a 400 with no body is 502 token_refresh_failed (no session to end) and is logged', async () => {
+    await forgetClientTokens();
     front.intercept((req) => (isGrant(req, 'client_credentials') ? { status: 400 } : undefined));
     expectErrorBody(await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf }), 'token_refresh_failed', 502);
     expect(upstream.requests).toHaveLength(0);
@@ -460,7 +471,8 @@ describe('client credentials', () => {
   // (`const expiresIn = answered;`): Redis refused the cache's `EX 1e+300`, so every call was a
   // new grant and a 503 session_store_unavailable.
   it('an expires_in past any token lifetime (1e300) is read as a year at most: served, one grant for all calls', async () => {
-    const grants = () => front.requests.filter((r) => isGrant(r, 'client_credentials')).length;
+    await forgetClientTokens();
+    const grants = clientGrants;
     const before = grants();
     front.intercept((req) =>
       isGrant(req, 'client_credentials')
@@ -478,5 +490,25 @@ describe('client credentials', () => {
     const ttl = await gw.runtime.redis.ttl(key as string);
     expect(ttl).toBeGreaterThan(365 * 24 * 3600);
     expect(ttl).toBeLessThanOrEqual(366 * 24 * 3600);
+  });
+
+  // Fails if, in src/proxy/client-token.ts obtain, the backoff after a failed grant is not
+  // consulted (`if (failed && clock() < failed.until)` → `if (false)`): each anonymous call was
+  // one more grant to a provider that was failing.
+  it('a failing grant is repeated once per backoff, not once per call: meanwhile 502 at once, with Retry-After', async () => {
+    await forgetClientTokens();
+    front.intercept((req) => (isGrant(req, 'client_credentials') ? { status: 503, body: 'down for maintenance' } : undefined));
+    const before = clientGrants();
+    for (let i = 0; i < 5; i++) {
+      const res = await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf });
+      expectErrorBody(res, 'token_refresh_failed', 502);
+      expect(res.headers.get('retry-after')).toBe('1');
+    }
+    expect(clientGrants() - before).toBe(1);
+    expect(upstream.requests).toHaveLength(0);
+    front.intercept(undefined);
+    clock.advance(1);
+    expect((await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf })).status).toBe(200);
+    expect(clientGrants() - before).toBe(2);
   });
 });

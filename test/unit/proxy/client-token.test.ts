@@ -5,7 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createSealer } from '../../../src/crypto/seal.js';
-import { createClientTokens, type ClientTokenOptions, type ClientTokens } from '../../../src/proxy/client-token.js';
+import { GatewayError } from '../../../src/errors.js';
+import { createClientTokens, GRANT_RETRY_MS, type ClientTokenOptions, type ClientTokens } from '../../../src/proxy/client-token.js';
 import { createKeys } from '../../../src/redis/keys.js';
 import { createMemoryRedis } from '../../../src/redis/memory.js';
 import type { RedisClient } from '../../../src/redis/client.js';
@@ -91,5 +92,84 @@ describe('client tokens after a refusal', () => {
     const other = { scopes: ['other:read'] };
     expect(await tokens.get(other)).toBe('token-3');
     expect(await tokens.renew(other, 'token-3')).toBe('token-4');
+  });
+});
+
+describe('client tokens while the provider fails the grant', () => {
+  let now: number;
+  let failing: boolean;
+  let asked: number;
+
+  beforeEach(() => {
+    now = Date.UTC(2026, 10, 25);
+    failing = true;
+    asked = 0;
+    options.clock = () => now;
+    options.fetch = () => {
+      asked++;
+      if (failing) return Promise.reject(new Error('provider down'));
+      return Promise.resolve({ accessToken: `token-${++issued}`, expiresAt: Math.floor(now / 1000) + 3600 });
+    };
+  });
+
+  const retryAfterOf = async (pending: Promise<unknown>): Promise<string | undefined> => {
+    const err = await pending.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(GatewayError);
+    expect((err as GatewayError).code).toBe('token_refresh_failed');
+    return (err as GatewayError).headers['Retry-After'];
+  };
+
+  // Fails if, in src/proxy/client-token.ts obtain, the backoff is not consulted
+  // (`if (failed && clock() < failed.until)` → `if (false)`): every call asked the provider.
+  it('asks again only once the backoff has passed, doubling it while the failures go on; calls meanwhile fail at once', async () => {
+    const tokens = instance();
+    expect(await retryAfterOf(tokens.get(request))).toBe('1');
+    expect(await retryAfterOf(tokens.get(request))).toBe('1');
+    expect(asked).toBe(1);
+    now += 1_000;
+    expect(await retryAfterOf(tokens.get(request))).toBe('2');
+    now += 1_000;
+    expect(await retryAfterOf(tokens.get(request))).toBe('1');
+    expect(asked).toBe(2);
+    for (let i = 0; i < 10; i++) {
+      now += GRANT_RETRY_MS.max;
+      await retryAfterOf(tokens.get(request));
+    }
+    expect(asked).toBe(12);
+    expect(await retryAfterOf(tokens.get(request))).toBe(String(GRANT_RETRY_MS.max / 1000));
+    failing = false;
+    now += GRANT_RETRY_MS.max;
+    expect(await tokens.get(request)).toBe('token-1');
+    // Success resets the backoff: the next failure waits the first interval again.
+    failing = true;
+    now += 3600_000;
+    expect(await retryAfterOf(tokens.get(request))).toBe('1');
+  });
+
+  // Fails if, in obtain, the failed grant is not answered with the token of this process that
+  // has not expired (`if (!serving) throw err;` → `throw err;`).
+  it('serves a token only due for renewal until it expires, asking the provider once per backoff', async () => {
+    failing = false;
+    const tokens = instance();
+    expect(await tokens.get(request)).toBe('token-1');
+    failing = true;
+    now += (3600 - 20) * 1000; // inside the 30 s skew: due, not expired
+    expect(await tokens.get(request)).toBe('token-1');
+    expect(await tokens.get(request)).toBe('token-1');
+    expect(asked).toBe(2);
+    now += 21_000;
+    expect(await retryAfterOf(tokens.get(request))).toBeDefined();
+  });
+
+  it('takes the token another process obtained, during its own backoff', async () => {
+    const [one, two] = [instance(), instance()];
+    await retryAfterOf(one.get(request));
+    failing = false;
+    expect(await two.get(request)).toBe('token-1');
+    expect(await one.get(request)).toBe('token-1');
+    expect(asked).toBe(2);
   });
 });
