@@ -185,6 +185,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   const refresher = tracing.enabled ? traceRefresher(coordinator, tracing) : coordinator;
   const provider = createProviderHandle(config.oidc, {
     tracing,
+    clock,
     requireDpop: config.derived.dpop,
     ...(config.derived.dpop ? { onDpopNonce: (origin: string, nonce: string) => dpopNonces.put(origin, nonce) } : {}),
     ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),

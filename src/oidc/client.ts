@@ -50,6 +50,8 @@ export interface ProviderHandleOptions {
   onDpopNonce?: (origin: string, nonce: string) => void;
   /** When enabled, every provider call after discovery is a child span (traced-fetch.ts). */
   tracing?: Tracing;
+  /** The runtime's clock (ms), for the JWKS refetch limits. */
+  clock?: () => number;
 }
 
 export function clientAuthentication(cfg: OidcConfig): oidc.ClientAuth {
@@ -137,7 +139,11 @@ export function createProviderHandle(cfg: OidcConfig, options: ProviderHandleOpt
       if (!metadata.jwks_uri) throw new Error('provider metadata has no jwks_uri');
       // Around whatever fetch discovery chose (e.g. the DPoP nonce reader), never instead of it.
       if (options.tracing?.enabled) configuration[oidc.customFetch] = tracedFetch(options.tracing, metadata, configuration[oidc.customFetch]);
-      const jwks = createJwks(new URL(metadata.jwks_uri), { timeoutSeconds, ...(options.jwksRefetch ? { refetch: options.jwksRefetch } : {}) });
+      const jwks = createJwks(new URL(metadata.jwks_uri), {
+        timeoutSeconds,
+        ...(options.jwksRefetch ? { refetch: options.jwksRefetch } : {}),
+        ...(options.clock ? { now: options.clock } : {}),
+      });
       state = { configuration, metadata, jwks };
       options.onReady?.(state);
       resolveReady(state);

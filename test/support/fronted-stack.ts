@@ -5,13 +5,15 @@
  * provider behind it is replaced.
  */
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from './gateway.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestClock, type TestGateway } from './gateway.js';
 import type { TestProvider } from './oidc-provider.js';
 import { startFrontedProvider, startProviderFront, type ProviderFront } from './provider-front.js';
 
 export interface FrontedStack {
   front: ProviderFront;
   gw: TestGateway;
+  /** The gateway's clock: advanced past a limit instead of waiting for it. */
+  clock: TestClock;
   /** The provider behind the front now (a rotation replaces it). */
   provider(): TestProvider;
   /** Restarts the provider behind the front with `key` first and the old keys still published. */
@@ -30,10 +32,12 @@ export async function startFrontedStack(): Promise<FrontedStack> {
   const clients = [gatewayClient(reserved.url)];
   let provider = await startFrontedProvider(front, { clients });
   const retired: TestProvider[] = [];
-  const gw = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved);
+  const clock = createTestClock();
+  const gw = await startTestGateway(buildTestConfig({ issuer: front.url, publicUrl: reserved.url }), reserved, { clock });
   return {
     front,
     gw,
+    clock,
     provider: () => provider,
     async rotateTo(key) {
       const old = provider;

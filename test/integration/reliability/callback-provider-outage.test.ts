@@ -123,7 +123,7 @@ describe("the provider's keys do not answer during the callback", () => {
 const rotateKey = async (kid: string) => stack.rotateTo(await newSigningKey(kid));
 
 /** Refetches for unknown kids, all kids together, are at least 1 s apart (oidc/jwks.ts DEFAULT_REFETCH). */
-const pastRefetchInterval = () => new Promise((resolve) => setTimeout(resolve, 1100));
+const pastRefetchInterval = () => stack.clock.advance(1.1);
 
 describe("the provider's keys answer with something other than a key set when refetched for a new kid", () => {
   it.each<[string, FrontAnswer]>([
@@ -134,7 +134,7 @@ describe("the provider's keys answer with something other than a key set when re
     // A set is cached (a sign-in verified an ID token), so only the unknown kid refetches it.
     await signIn(new BrowserClient(), gw.url);
     await rotateKey(`rotated-${name.replace(/\W+/g, '-')}`);
-    await pastRefetchInterval();
+    pastRefetchInterval();
     const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
     const fetchesBefore = front.count('GET', jwksPath);
     const { answer, client } = await callbackWith((req) => (req.method === 'GET' && req.path === jwksPath ? failure : undefined));
@@ -142,7 +142,7 @@ describe("the provider's keys answer with something other than a key set when re
     expect(front.count('GET', jwksPath)).toBe(fetchesBefore + 1);
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
 
-    await pastRefetchInterval();
+    pastRefetchInterval();
     const again = new BrowserClient();
     await signIn(again, gw.url);
     expect((await again.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
@@ -162,7 +162,7 @@ describe("the provider's keys do not answer when a logout token names a new key"
     const client = new BrowserClient();
     await signIn(client, gw.url);
     await rotateKey(`rotated-for-logout-${name.replace(/\W+/g, '-')}`);
-    await pastRefetchInterval();
+    pastRefetchInterval();
     const token = await stack.provider().signLogoutToken({ sub: 'alice' });
     const jwksPath = new URL(gw.runtime.provider.get().metadata.jwks_uri as string).pathname;
     const post = () => new BrowserClient().post(`${gw.url}/auth/backchannel-logout`, { form: { logout_token: token } });
@@ -172,7 +172,7 @@ describe("the provider's keys do not answer when a logout token names a new key"
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
 
     front.intercept(undefined);
-    await pastRefetchInterval();
+    pastRefetchInterval();
     expect((await post()).status).toBe(200);
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
   });
