@@ -7,7 +7,7 @@
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
-import { expectErrorBody, sessionIdFromCookie } from '../../support/assertions.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie } from '../../support/assertions.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import type { TestGateway } from '../../support/gateway.js';
 
@@ -139,5 +139,32 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(first)).status).toBe(401);
     expect((await userWith(second)).status).toBe(401);
     expect((await userWith(last)).status).toBe(200);
+  });
+
+  // Fails if, in src/http/auth-routes.ts callback, the `.catch` after `registry.succeed(...)` is
+  // removed: a sign-in whose session was already saved answered 503, its cookie set but the
+  // browser sent to an error page instead of returnTo.
+  it('a succession Redis refuses to record does not fail the sign-in: it completes, and a warning says so', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+    // A hash where the replaced session's successor belongs: Redis answers the succession WRONGTYPE.
+    const successor = gw.runtime.keys.successor(digest(sessionIdFromCookie(old)));
+    await gw.runtime.redis.hset(successor, 'not', 'a string');
+    try {
+      const callback = await loginAgain(client);
+      const res = await client.get(callback, { crossSite: true });
+      expect(res.status).toBe(302);
+      expect(res.headers.get('location')).toBe(`${gw.url}/again`);
+      const fresh = sessionCookie(client);
+      expect(fresh).not.toBe(old);
+      expect((await userWith(fresh)).status).toBe(200);
+      const lines = gw.logs.filter((l) => l.includes('login_succession_failed'));
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0] as string)).toMatchObject({ level: 40, event: 'login_succession_failed' });
+      expectNoSecretIn(lines[0] as string, { 'old cookie': sessionIdFromCookie(old), 'new cookie': sessionIdFromCookie(fresh) }, 'the warning');
+    } finally {
+      await gw.runtime.redis.del(successor);
+    }
   });
 });
