@@ -210,9 +210,11 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         answered(proxyRes);
         // A 1xx is never an answer (100 and 103 come as 'information'); a 101 without Upgrade
         // arrives here, and its connection speaks another protocol now: never pooled, never relayed.
-        if ((proxyRes.statusCode ?? 0) < 200) {
+        // Past 599 is no HTTP status (RFC 9110 §15), though Node's parser takes any three digits.
+        const status = proxyRes.statusCode ?? 0;
+        if (status < 200 || status > 599) {
           proxyRes.socket.destroy();
-          options.onError(new Error(`the upstream answered a plain request with ${proxyRes.statusCode}`), req, res);
+          options.onError(new Error(`the upstream answered a plain request with ${status}`), req, res);
           return;
         }
         const proofs = (req as Retriable)[DPOP];

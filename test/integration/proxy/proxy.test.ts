@@ -36,7 +36,10 @@ let narrow: Upstream;
 let switching: net.Server;
 /** The same, without the Upgrade and Connection headers: Node hands such a 101 over as the response. */
 let bareSwitching: net.Server;
-/** Answers 200 with a control character in its reason phrase (Node's client parser takes it). */
+/**
+ * Answers 200 with a control character in its reason phrase (Node's client parser takes it), or,
+ * for a path with `/status-NNN`, the status NNN (the parser takes any three digits).
+ */
 let controlReason: net.Server;
 let config: Config;
 let gw: TestGateway;
@@ -67,7 +70,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => bareSwitching.listen(0, '127.0.0.1', resolve));
   controlReason = net.createServer((socket) => {
     socket.on('error', () => undefined);
-    socket.on('data', () => socket.write('HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nhi'));
+    socket.on('data', (data: Buffer) => {
+      const status = /^\S+ \S*\/status-(\d{3})/.exec(data.toString('latin1'))?.[1];
+      socket.write(status ? `HTTP/1.1 ${status} X\r\nContent-Length: 2\r\n\r\nhi` : 'HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nhi');
+    });
   });
   await new Promise<void>((resolve) => controlReason.listen(0, '127.0.0.1', resolve));
   const reserved = await reserveServer();
@@ -297,6 +303,16 @@ describe('upstream failures and streaming', () => {
   it('answers 502 bad_gateway to a 101 without Upgrade, which Node hands over as the answer', async () => {
     const res = await rawExchange(gw.url, { target: '/bare-switching/x', headers: csrf, deadlineMs: 2500 });
     expectErrorBody(res, 'bad_gateway', 502);
+  });
+
+  // RFC 9110 §15: a status is 100–599. Node's client parser takes any three digits, and its
+  // server writes up to 999: a 6xx–9xx was relayed to the browser as the API's answer.
+  // Fails if, in src/proxy/upstream.ts proxyRes, the `|| status > 599` part of the guard is removed.
+  it.each(['600', '999'])('answers 502 bad_gateway to a status %s, which is no HTTP status, and keeps serving', async (status) => {
+    const res = await rawExchange(gw.url, { target: `/control-reason/status-${status}`, headers: csrf, deadlineMs: 2500 });
+    expectErrorBody(res, 'bad_gateway', 502);
+    const next = await rawExchange(gw.url, { target: '/control-reason/status-202', headers: csrf, deadlineMs: 2500 });
+    expect([next.statusLine, next.text]).toEqual(['HTTP/1.1 202 Accepted', 'hi']);
   });
 
   // Fails if, in src/proxy/route-agent.ts, the deadline is armed at socket assignment again
