@@ -15,27 +15,16 @@ import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
 import { visibleClaims, type AuthData } from '../session/data.js';
-import type { SessionRegistry } from '../session/registry.js';
-import { TRANSACTION_TTL_SECONDS, type Transactions } from '../session/transactions.js';
+import { userDigest, type SessionRegistry } from '../session/registry.js';
+import type { Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
-import { bounceGuardName, createLoginBounce } from './login-bounce.js';
+import { createLoginBounce } from './login-bounce.js';
+import { createLoginCookies } from './login-cookies.js';
 import { parseLoginQuery } from './login-params.js';
 import { queryParam } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
-import {
-  clearSessionCookie,
-  createCookieVerifier,
-  destroy,
-  isLoginCookieName,
-  loginCookieName,
-  loginCookieClearOptions,
-  loginCookieOptions,
-  readCookies,
-  regenerate,
-  requireSignedIn,
-  save,
-} from './session-cookie.js';
+import { clearSessionCookie, createCookieVerifier, destroy, regenerate, requireSignedIn, save } from './session-cookie.js';
 import type { Revoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
 import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
@@ -58,18 +47,8 @@ export interface AuthRouteDeps {
   revoke: Revoker;
 }
 
-/** Login cookies are one per transaction, named by a short digest of its state. */
-const transactionId = (state: string) => digest(state).slice(0, 12);
-
 /** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
 const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
-
-/**
- * Login cookies are Path=/ (for __Host-), so each one rides along on every request until it
- * expires. Abandoned logins (a tab closed at the provider) must not pile up into a header too
- * large to serve: a browser that already holds this many starts over with a clean slate.
- */
-const MAX_LOGIN_COOKIES = 5;
 
 /** One warning per minute at most when the global cap refuses logins (a flood must not flood the log too). */
 const CAP_LOG_INTERVAL_MS = 60_000;
@@ -82,8 +61,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const clock = deps.clock ?? Date.now;
   const csrf = requireCsrf(config.csrf.headerName);
   // Derived from the config once (the bounce's guard cookie, and how a login cookie is cleared).
-  const bounceGuard = bounceGuardName(config);
-  const loginClearOptions = loginCookieClearOptions(config);
+  const loginCookies = createLoginCookies(config);
   // The login rate limit counts per client, as the trusted hops say (one rule: proxy/trust.ts).
   const trust = compileTrust(config.server.trustProxy);
   const { revoke } = deps;
@@ -131,8 +109,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       }),
     );
     metrics.loginTransactions.inc({ outcome: 'started' });
-    clearLoginCookiesIfMany(req, res);
-    res.cookie(loginCookieName(config, transactionId(request.state)), binding, loginCookieOptions(config, TRANSACTION_TTL_SECONDS));
+    loginCookies.start(req, res, request.state, binding);
     res.redirect(302, request.url);
   }
 
@@ -151,19 +128,15 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     });
   }
 
-  function clearLoginCookiesIfMany(req: Request, res: Response): void {
-    // The bounce's guard is no sign-in in progress: it does not count, nor is it cleared here.
-    const names = Object.keys(readCookies(req)).filter((name) => isLoginCookieName(config, name) && name !== bounceGuard);
-    if (names.length < MAX_LOGIN_COOKIES) return;
-    for (const name of names) res.clearCookie(name, loginClearOptions);
+  function successionFailed(err: unknown): undefined {
+    logger.warn({ event: 'login_succession_failed', reason: describeProviderError(err) }, 'a concurrent sign-in of this browser may outlive it');
+    return undefined;
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
     const state = queryParam(req, 'state', 1024);
     if (!state) throw new GatewayError('invalid_state');
-    const cookieName = loginCookieName(config, transactionId(state));
-    const binding = readCookies(req)[cookieName];
-    res.clearCookie(cookieName, loginClearOptions);
+    const binding = loginCookies.take(req, res, state);
 
     // Taken (deleted) before anything else, a state being good for one callback only; but only
     // by the browser holding its login cookie, which a callback without it leaves untouched.
@@ -203,6 +176,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const replaced = new Set<string>();
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
+    // And the one another sign-in of this browser made while this one was in flight.
+    const user = userDigest(signIn.claims.iss, signIn.claims.sub);
+    const predecessor = await registry.predecessor(tx.binding, user).catch(successionFailed);
+    if (predecessor) replaced.add(predecessor);
     for (const old of replaced) await withStore(() => registry.end(old, 'replaced'));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
@@ -231,9 +208,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Saved form now that the record exists, so that list() prunes the entry once the session is
     // gone. Should this fail (503), the pending entry still lists and ends the session.
     await withStore(() => registry.register(sessionDigest, auth, 'saved'));
-    await registry.succeed(replaced, sessionDigest).catch((err: unknown) => {
-      logger.warn({ event: 'login_succession_failed', reason: describeProviderError(err) }, 'a concurrent sign-in of this browser may outlive it');
-    });
+    await registry
+      .succeed(replaced, sessionDigest)
+      .then(() => registry.precede(loginCookies.othersInFlight(req, state), sessionDigest, user))
+      .catch(successionFailed);
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

@@ -44,6 +44,8 @@ export interface Keys {
   revokedSession(sessionDigest: string): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
   successor(sessionDigest: string): string;
+  /** The session another sign-in of the same browser made while this one was in flight, by digest of its login cookie (registry.precede). */
+  predecessor(bindingDigest: string): string;
 }
 
 export function createKeys(prefix: string): Keys {
@@ -64,5 +66,6 @@ export function createKeys(prefix: string): Keys {
     endedChannel: () => `${prefix}ended`,
     revokedSession: (d) => `${prefix}revoked-sess:{${d}}`,
     successor: (d) => `${prefix}successor:{${d}}`,
+    predecessor: (d) => `${prefix}predecessor:${d}`,
   };
 }

@@ -58,6 +58,18 @@ export interface SessionRegistry {
    * It lived on unseen, listed, its grant alive after the browser signed out.
    */
   succeed(replaced: Iterable<string>, successor: string): Promise<void>;
+  /**
+   * Notes `successor` for each sign-in this browser still has in flight (by the digest of its
+   * login cookie, which came with the callback that made `successor`), for as long as a sign-in
+   * may take: the later one to complete overwrites `successor`'s cookie, and ends it
+   * (predecessor()). Two first sign-ins (two tabs, no session yet) left one session behind.
+   */
+  precede(inFlight: Iterable<string>, successor: string, user: string): Promise<void>;
+  /**
+   * The session noted for this sign-in (the digest of its login cookie) by precede(), when it
+   * is the same user's: a login cookie planted in another's browser cannot end their session.
+   */
+  predecessor(binding: string, user: string): Promise<string | undefined>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /**
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
@@ -190,6 +202,15 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
           before = await redis.get(keys.successor(before));
         }
       }
+    },
+    async precede(inFlight, successor, user) {
+      for (const binding of inFlight) {
+        await redis.set(keys.predecessor(binding), `${successor} ${user}`, 'EX', TRANSACTION_TTL_SECONDS);
+      }
+    },
+    async predecessor(binding, user) {
+      const [sessionDigest, of] = (await redis.get(keys.predecessor(binding)))?.split(' ') ?? [];
+      return of === user ? sessionDigest : undefined;
     },
     async endedWithRevocation(sessionDigest) {
       return (await redis.exists(keys.revokedSession(sessionDigest))) === 1;

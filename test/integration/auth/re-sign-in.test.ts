@@ -5,7 +5,7 @@
  * §5.2). The gateway notes the session at /auth/login and ends it after a successful sign-in.
  */
 import { BrowserClient } from '../../support/browser-client.js';
-import { completeAtProvider, signIn } from '../../support/drive-login.js';
+import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie } from '../../support/assertions.js';
 import { startStack, type Stack } from '../../support/stack.js';
@@ -139,6 +139,39 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(first)).status).toBe(401);
     expect((await userWith(second)).status).toBe(401);
     expect((await userWith(last)).status).toBe(200);
+  });
+
+  // Fails if, in src/http/auth-routes.ts callback, `if (predecessor) replaced.add(predecessor);`
+  // is removed: the first tab's session lived on unseen, its cookie overwritten by the second's
+  // (no session to note at /auth/login, and the Strict cookie is not sent to the callback).
+  it('two tabs signing in at once with no session yet: the browser keeps one session, and its sign-out ends all', async () => {
+    const client = new BrowserClient();
+    const [callbackA, callbackB] = [await loginAgain(client), await loginAgain(client)];
+    const first = await comeBack(client, callbackA);
+    const second = await comeBack(client, callbackB);
+    expect(first).not.toBe(second);
+    expectErrorBody(await userWith(first), 'login_required', 401);
+    expect(await recordExists(first)).toBe(false);
+    expect((await userWith(second)).status).toBe(200);
+    expect((await client.post(`${gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+    for (const cookie of [first, second]) expect((await userWith(cookie)).status).toBe(401);
+  });
+
+  // Fails if, in src/session/registry.ts predecessor, the user is not compared (`of === user ?`
+  // → `true ?`): a login cookie of another's sign-in, planted in a browser (cookie tossing from
+  // a sibling domain, where __Host- is not in use), let that sign-in end the browser's session.
+  it("another user's sign-in, whose login cookie was planted in this browser, ends nothing of it", async () => {
+    const attacker = new BrowserClient();
+    const { authorizeUrl } = await startLogin(attacker, gw.url);
+    const planted = attacker.cookieDetails(gw.url).find((c) => c.name.startsWith(`${gw.config.derived.loginCookieName}.`));
+    expect(planted).toBeDefined();
+    const victim = new BrowserClient();
+    victim.setCookie(gw.url, planted?.name as string, planted?.value as string, { sameSite: 'lax' });
+    await signIn(victim, gw.url);
+    const kept = sessionCookie(victim);
+    const callback = await completeAtProvider(attacker, authorizeUrl, { user: 'bob', password: 'bob-password' });
+    expect((await attacker.get(callback, { crossSite: true })).status).toBe(302);
+    expect((await userWith(kept)).status).toBe(200);
   });
 
   // Fails if, in src/http/auth-routes.ts callback, the `.catch` after `registry.succeed(...)` is
