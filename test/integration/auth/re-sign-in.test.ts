@@ -45,7 +45,9 @@ async function loginAgain(client: BrowserClient): Promise<string> {
 
 /** The provider's redirect back to `callback` (cross-site: no Strict cookie); the cookie it leaves. */
 async function comeBack(client: BrowserClient, callback: string): Promise<string> {
-  expect((await client.get(callback, { crossSite: true })).status).toBe(302);
+  const res = await client.get(callback, { crossSite: true });
+  expect(res.status).toBe(302);
+  expect(res.headers.get('location')).toBe(`${gw.url}/again`);
   return sessionCookie(client);
 }
 
@@ -58,11 +60,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     // The default: the callback below is exactly the request on which this cookie is withheld.
     expect(client.cookieDetails(gw.url).find((c) => c.name === cookieName())?.sameSite).toBe('strict');
 
-    const callback = await loginAgain(client);
-    const res = await client.get(callback, { crossSite: true });
-    expect(res.status).toBe(302);
-    expect(res.headers.get('location')).toBe(`${gw.url}/again`);
-    const fresh = sessionCookie(client);
+    const fresh = await comeBack(client, await loginAgain(client));
     expect(fresh).not.toBe(old);
 
     expectErrorBody(await userWith(old), 'login_required', 401);
@@ -185,11 +183,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     const successor = gw.runtime.keys.successor(digest(sessionIdFromCookie(old)));
     await gw.runtime.redis.hset(successor, 'not', 'a string');
     try {
-      const callback = await loginAgain(client);
-      const res = await client.get(callback, { crossSite: true });
-      expect(res.status).toBe(302);
-      expect(res.headers.get('location')).toBe(`${gw.url}/again`);
-      const fresh = sessionCookie(client);
+      const fresh = await comeBack(client, await loginAgain(client));
       expect(fresh).not.toBe(old);
       expect((await userWith(fresh)).status).toBe(200);
       const lines = gw.logs.filter((l) => l.includes('login_succession_failed'));
