@@ -53,6 +53,12 @@ const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value :
 /** One warning per minute at most when the global cap refuses logins (a flood must not flood the log too). */
 const CAP_LOG_INTERVAL_MS = 60_000;
 
+/** Epoch seconds as an ISO date; null when unknown or past what a Date holds (a record from before auth_time was range-checked). */
+function isoDate(seconds: number | undefined): string | null {
+  const date = new Date(seconds === undefined ? NaN : seconds * 1000);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
+}
+
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 
 export function createAuthRouter(deps: AuthRouteDeps): Router {
@@ -230,7 +236,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       scopes: tokens ? grantedScopes(auth.scopes, tokens) : auth.scopes,
       sessionExpiresAt: new Date(Math.min(absoluteEnd, idleEnd)).toISOString(),
       acr: auth.acr ?? null,
-      authTime: auth.authTime !== undefined ? new Date(auth.authTime * 1000).toISOString() : null,
+      authTime: isoDate(auth.authTime),
     });
   }
 

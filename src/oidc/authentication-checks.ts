@@ -24,7 +24,11 @@ const refused = (code: string) =>
  * The ID token's `acr` and `auth_time` (when well-formed), after checking them against `asked`:
  * - acr values asked: `acr` must be one of them (the gateway asks them as essential);
  * - max_age asked: `auth_time` is then REQUIRED (Core §3.1.2.1) and must be no older than
- *   max_age, and not in the future, each with the clock tolerance.
+ *   max_age, with the clock tolerance;
+ * - asked or not, an `auth_time` in the future (beyond the tolerance) is refused: a provider's
+ *   clock ahead of the ID token's own `iat`, or one writing milliseconds, would otherwise have a
+ *   route's `stepUp.maxAgeSeconds` met for as long as that lasts (and /auth/user could not show
+ *   it as a date).
  */
 export function checkAuthentication(
   claims: Readonly<Record<string, unknown>>,
@@ -38,10 +42,10 @@ export function checkAuthentication(
   if (asked?.acrValues?.length && (acr === undefined || !asked.acrValues.includes(acr))) {
     throw refused('acr_not_requested');
   }
+  if (authTime !== undefined && authTime > nowSeconds + toleranceSeconds) throw refused('auth_time_in_future');
   if (asked?.maxAge !== undefined) {
     if (authTime === undefined) throw refused('auth_time_missing');
     if (authTime + asked.maxAge + toleranceSeconds < nowSeconds) throw refused('auth_time_too_old');
-    if (authTime > nowSeconds + toleranceSeconds) throw refused('auth_time_in_future');
   }
   return { ...(acr !== undefined ? { acr } : {}), ...(authTime !== undefined ? { authTime } : {}) };
 }

@@ -1,10 +1,11 @@
 /**
  * ID token signature and claims, checked with jose against the provider's JWKS: an allow-listed
- * asymmetric `alg` (never `none`, never HS*), `iss`, `aud`, `exp`, and `iat` not in the future
- * beyond the tolerance (openid-client does not check the latter). openid-client has already
- * checked `nonce`, `azp` and `sub` at the code exchange.
+ * asymmetric `alg` (never `none`, never HS*), `iss`, `exp`, `iat` not in the future beyond the
+ * tolerance (openid-client does not check it), and the audience: the client alone, and an
+ * `azp`, when present, naming the client (openid-client checks `azp` only beside several
+ * audiences). openid-client has already checked `nonce` and `sub` at the code exchange.
  */
-import { jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { GatewayError } from '../errors.js';
 
 export interface IdTokenChecks {
@@ -23,6 +24,9 @@ export interface IdTokenChecks {
  */
 const ID_TOKEN_TYP: ReadonlySet<string> = new Set(['jwt', 'application/jwt']);
 
+/** A claim check failed, as jose reports its own (the log names the claim, never its value). */
+const claimRefused = (claim: string, message: string) => new joseErrors.JWTClaimValidationFailed(message, {}, claim, 'check_failed');
+
 export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, checks: IdTokenChecks): Promise<JWTPayload> {
   const { payload, protectedHeader } = await jwtVerify(idToken, jwks, {
     issuer: checks.issuer,
@@ -38,6 +42,14 @@ export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, chec
     // its ID tokens in its own way can tell).
     throw new GatewayError('invalid_request', { description: 'The ID token is typed as another kind of token (its typ is neither JWT nor absent).' });
   }
+  // OIDC Core §3.1.3.7 step 3: refused when it "contains additional audiences not trusted by the
+  // Client", and the gateway trusts none; jose checks only that the client is among them.
+  const { aud, azp } = payload;
+  if (Array.isArray(aud) ? aud.length !== 1 || aud[0] !== checks.clientId : aud !== checks.clientId) {
+    throw claimRefused('aud', 'the ID token names an audience other than this client');
+  }
+  // Step 5: an azp names the party the token was issued to, which must be this client.
+  if (azp !== undefined && azp !== checks.clientId) throw claimRefused('azp', 'the ID token was issued to another client (azp)');
   // jose checks iat only together with maxTokenAge: an ID token "issued" in the future is
   // refused here (OIDC Core §3.1.3.7 step 10).
   const nowSeconds = Math.floor((checks.now?.() ?? Date.now()) / 1000);

@@ -29,7 +29,8 @@ type Requirement = NonNullable<RouteConfig['stepUp']>;
  * The ask when the session does not meet `requirement`, else undefined. A session without
  * `acr` / `auth_time` (one from before 0.5.0, or a provider that sends neither) does not meet
  * a requirement on them. The age allows the clock tolerance, as the callback's max_age check
- * does: the provider's clock wrote auth_time.
+ * does: the provider's clock wrote auth_time. An auth_time in the future (a session signed in
+ * before the callback refused such values) is no proof of a recent authentication.
  */
 export function unmetStepUp(
   requirement: Requirement,
@@ -40,7 +41,9 @@ export function unmetStepUp(
   const acrOk = requirement.acr === undefined || (auth.acr !== undefined && requirement.acr.includes(auth.acr));
   const ageOk =
     requirement.maxAgeSeconds === undefined ||
-    (auth.authTime !== undefined && nowSeconds - auth.authTime <= requirement.maxAgeSeconds + toleranceSeconds);
+    (auth.authTime !== undefined &&
+      nowSeconds - auth.authTime <= requirement.maxAgeSeconds + toleranceSeconds &&
+      auth.authTime <= nowSeconds + toleranceSeconds);
   if (acrOk && ageOk) return undefined;
   return {
     ...(requirement.acr ? { acrValues: [...requirement.acr] } : {}),

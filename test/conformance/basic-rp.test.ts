@@ -25,7 +25,8 @@
  */
 import { BrowserClient } from '../support/browser-client.js';
 import { signIn } from '../support/drive-login.js';
-import { expectErrorBody } from '../support/assertions.js';
+import { expectErrorBody, sessionIdFromCookie } from '../support/assertions.js';
+import { digest } from '../../src/redis/keys.js';
 import {
   changed,
   hs256With,
@@ -144,6 +145,48 @@ describe('ID token claims and signatures (the provider publishes one RSA and one
 
   it('oidcc-client-test-invalid-aud: an aud naming another client is refused', async () => {
     expectRefused(await signInWith(signedWith(rsa), { aud: 'another-client' }));
+  });
+
+  // Fails if, in src/oidc/id-token.ts verifyIdToken, the audience check goes (jose checks only
+  // that the client is among the audiences): a token also issued to another party signed in
+  // (OIDC Core §3.1.3.7 step 3: "additional audiences not trusted by the Client").
+  it('an aud naming the client and another audience is refused, azp the client or not', async () => {
+    expectRefused(await signInWith(signedWith(rsa), { aud: ['bff-test', 'https://other-rp.example'], azp: 'bff-test' }));
+    expectRefused(await signInWith(signedWith(rsa), { aud: ['bff-test', 'https://other-rp.example'] }));
+  });
+
+  it('an aud of the client alone, as a one-member array, signs in', async () => {
+    await expectSignedIn(rig, await signInWith(signedWith(rsa), { aud: ['bff-test'] }));
+  });
+
+  // Fails if, in verifyIdToken, the azp check goes: openid-client reads azp only beside several
+  // audiences, so a token naming another client as its authorized party signed in (step 5).
+  it('an azp naming another client is refused; azp naming the client signs in', async () => {
+    expectRefused(await signInWith(signedWith(rsa), { azp: 'another-client' }));
+    await expectSignedIn(rig, await signInWith(signedWith(rsa), { azp: 'bff-test' }));
+  });
+
+  // Fails if, in src/oidc/authentication-checks.ts, the auth_time_in_future check is back
+  // inside the max_age branch: GET /auth/user was a 500 for a session whose auth_time was
+  // microseconds (no Date holds it), and a day-ahead auth_time met stepUp.maxAgeSeconds.
+  it.each([
+    ['a day ahead', () => Math.floor(Date.now() / 1000) + 24 * 3600],
+    ['in microseconds', () => Date.now() * 1000],
+  ])('an auth_time %s is refused, max_age not asked', async (_name, authTime) => {
+    expectRefused(await signInWith(signedWith(rsa), { auth_time: authTime() }));
+  });
+
+  // Fails if, in src/http/auth-routes.ts user, isoDate is `new Date(seconds * 1000).toISOString()`
+  // again: the RangeError was a 500 on every GET /auth/user of such a session.
+  it('a session recorded with an auth_time no Date holds (before such were refused) still answers GET /auth/user', async () => {
+    const result = await signInWith(signedWith(rsa));
+    const d = digest(sessionIdFromCookie(result.cookie as string));
+    const stored = await rig.gw.runtime.records.peek(d);
+    if (!stored?.auth) throw new Error('the sign-in left no readable session');
+    await rig.gw.runtime.records.write(d, { ...stored, auth: { ...stored.auth, authTime: 1.7e15 } });
+    const user = await result.client.get(`${rig.gw.url}/auth/user`, { headers: { 'x-csrf': '1' } });
+    expect(user.status).toBe(200);
+    expect(user.json<{ authTime: unknown }>().authTime).toBeNull();
   });
 
   it('oidcc-client-test-missing-aud: a token without aud is refused', async () => {

@@ -43,4 +43,14 @@ describe('checkAuthentication', () => {
     expect(refused(() => checkAuthentication({ auth_time: NOW + 30 }, { maxAge: 0 }, NOW, 30))).toBe('accepted');
     expect(refused(() => checkAuthentication({ auth_time: NOW + 31 }, { maxAge: 0 }, NOW, 30))).toBe('invalid_request');
   });
+
+  // Fails if, in src/oidc/authentication-checks.ts, the auth_time_in_future check is back inside
+  // the max_age branch: a provider a day ahead, or writing milliseconds or microseconds, had its
+  // auth_time recorded, meeting a route's stepUp.maxAgeSeconds for as long as that lasted.
+  it('refuses an auth_time in the future beyond the tolerance, max_age asked or not', () => {
+    expect(refused(() => checkAuthentication({ auth_time: NOW + 30 }, undefined, NOW, 30))).toBe('accepted');
+    for (const authTime of [NOW + 31, NOW + 24 * 3600, NOW * 1000, NOW * 1_000_000]) {
+      expect(refused(() => checkAuthentication({ auth_time: authTime }, undefined, NOW, 30))).toBe('invalid_request');
+    }
+  });
 });

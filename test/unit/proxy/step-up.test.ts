@@ -23,6 +23,15 @@ describe('unmetStepUp', () => {
     expect(unmetStepUp({ acr: [MFA], maxAgeSeconds: 60 }, { acr: MFA, authTime: NOW - 600 }, NOW, 5)).toEqual({ acrValues: [MFA], maxAge: 60 });
   });
 
+  // Fails if, in src/proxy/step-up.ts unmetStepUp, `&& auth.authTime <= nowSeconds + toleranceSeconds`
+  // is removed: a session recorded with a future auth_time (before the callback refused one) met
+  // maxAgeSeconds until that time came.
+  it('does not count an auth_time in the future as a recent authentication', () => {
+    expect(unmetStepUp({ maxAgeSeconds: 300 }, { authTime: NOW + 5 }, NOW, 5)).toBeUndefined();
+    expect(unmetStepUp({ maxAgeSeconds: 300 }, { authTime: NOW + 6 }, NOW, 5)).toEqual({ maxAge: 300 });
+    expect(unmetStepUp({ maxAgeSeconds: 300 }, { authTime: NOW * 1000 }, NOW, 5)).toEqual({ maxAge: 300 });
+  });
+
   it('does not count a session without acr or auth_time (a 0.4.0 record) as meeting anything', () => {
     expect(unmetStepUp({ acr: [MFA] }, {}, NOW, 5)).toEqual({ acrValues: [MFA] });
     expect(unmetStepUp({ maxAgeSeconds: 3600 }, {}, NOW, 5)).toEqual({ maxAge: 3600 });
