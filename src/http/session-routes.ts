@@ -35,7 +35,7 @@ export interface SessionRouteDeps {
 
 const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
 /** How old (by iat) a logout token may be; BCL §4 encourages providers to use about 2 minutes. */
-const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
+export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 
 export function createSessionRoutes(deps: SessionRouteDeps): Router {
   const { config, provider, registry, vault, logger, revoke } = deps;

@@ -36,6 +36,12 @@ export interface LogoutTokenChecks {
  */
 const ACCEPTED_TYP = new Set(['logout+jwt', 'application/logout+jwt', 'jwt', 'application/jwt']);
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A non-empty string; undefined when absent, null when present as anything else. */
+const identifier = (value: unknown): string | undefined | null =>
+  value === undefined || value === '' ? undefined : typeof value === 'string' ? value : null;
+
 const refuse = (reason: string, cause?: unknown) =>
   new GatewayError('invalid_request', { description: `The logout_token was refused: ${reason}.`, cause });
 
@@ -67,21 +73,19 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
     if (isFetchFailure(err) || keySetUnavailable(err)) throw new GatewayError('provider_unavailable', { cause: err });
     throw refuse('its signature or claims (iss, aud, iat, exp) did not verify', err);
   }
-  const events = payload.events;
-  if (
-    events === null ||
-    typeof events !== 'object' ||
-    Array.isArray(events) ||
-    typeof (events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT] !== 'object'
-  ) {
-    throw refuse('it has no back-channel logout event');
-  }
+  // §2.4: the event's value is a JSON object (null and arrays are not).
+  if (!isObject(payload.events) || !isObject(payload.events[BACKCHANNEL_LOGOUT_EVENT])) throw refuse('it has no back-channel logout event');
   if ('nonce' in payload) throw refuse('it carries a nonce');
-  const sid = typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : undefined;
-  const sub = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : undefined;
+  // A sid or sub that is there but no string is malformed, not absent: read as absent, a sid of
+  // 12345 beside a sub ended every session of the user instead of one provider session's.
+  const sid = identifier(payload.sid);
+  const sub = identifier(payload.sub);
+  if (sid === null || sub === null) throw refuse('its sid or sub is not a string');
   if (!sid && !sub) throw refuse('it names neither sid nor sub');
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('it has no jti');
-  const nowSeconds = Math.floor(checks.now() / 1000);
-  const rememberUntil = Math.max(payload.exp ?? 0, (payload.iat ?? nowSeconds) + checks.maxAgeSeconds) + checks.clockToleranceSeconds;
+  // The jti is remembered for as long as the token would be accepted: maxTokenAge bounds that by
+  // iat whatever its exp says (an exp of 1e17 made Redis refuse the EX, a 503 after the
+  // sessions were ended, and the jti went unrecorded).
+  const rememberUntil = (payload.iat as number) + checks.maxAgeSeconds + checks.clockToleranceSeconds;
   return { iss: payload.iss as string, jti: payload.jti, rememberUntil, ...(sid ? { sid } : {}), ...(sub ? { sub } : {}) };
 }

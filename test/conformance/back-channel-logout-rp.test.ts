@@ -33,6 +33,7 @@ import { expectErrorBody, tokensOfSession } from '../support/assertions.js';
 import { signingKey, type SigningKey } from '../support/forged-tokens.js';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../support/oidc-provider.js';
 import { CLIENT_ID, startRig, type Rig } from './rig.js';
+import { LOGOUT_TOKEN_MAX_AGE_SECONDS } from '../../src/http/session-routes.js';
 
 const csrf = { 'x-csrf': '1' };
 let rsa: SigningKey;
@@ -147,6 +148,54 @@ describe('Back-Channel Logout RP', () => {
   it('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss: a logout token from another issuer is refused with 400', async () => {
     const s = await signedIn();
     await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { iss: 'https://attacker.example' }))));
+  });
+
+  // Fails if, in src/oidc/logout-token.ts verifyLogoutToken, the event's value is checked with
+  // `typeof ... === 'object'` again (null and arrays pass it): BCL §2.4 makes it a JSON object.
+  it.each<[string, unknown]>([
+    ['null', null],
+    ['an array', []],
+  ])('a logout token whose back-channel logout event is %s is refused with 400', async (_name, value) => {
+    const s = await signedIn();
+    const events = { [BACKCHANNEL_LOGOUT_EVENT]: value };
+    await expectRefusedAndSessionLives(s, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(s, { events }))));
+  });
+
+  // Fails if, in verifyLogoutToken, a sid that is no string is read as absent again
+  // (`if (sid === null || sub === null) throw` removed): the token then named the user only, and
+  // ended every session of theirs instead of one provider session's.
+  it('a logout token whose sid is a number is refused with 400, and none of the user\'s sessions ends', async () => {
+    const [a, b] = [await signedIn(), await signedIn()];
+    await expectRefusedAndSessionLives(a, await postLogoutToken(rig.gw.url, await signedBy(rsa, claimsFor(a, { sid: 12345 }))));
+    expect(await userStatus(b)).toBe(200);
+  });
+
+  // Fails if, in verifyLogoutToken, rememberUntil follows exp again (`Math.max(payload.exp ?? 0,
+  // ...)`): Redis refused the jti's EX of 1e17, the answer was 503 after the session had ended,
+  // and the token could be replayed.
+  it('a logout token with an exp far ahead (1e17) ends the session with 200, and its jti is remembered as long as its iat allows', async () => {
+    const s = await signedIn();
+    const claims = claimsFor(s, { exp: 1e17 });
+    const token = await signedBy(rsa, claims);
+    expect((await postLogoutToken(rig.gw.url, token)).status).toBe(200);
+    expect(await userStatus(s)).toBe(401);
+    expectErrorBody(await postLogoutToken(rig.gw.url, token), 'invalid_request', 400);
+    const [jti] = await rig.gw.runtime.redis.keys(`${rig.gw.config.redis.keyPrefix}jti:*`).then((keys) =>
+      Promise.all(keys.map(async (k) => ({ k, ttl: await rig.gw.runtime.redis.ttl(k) }))).then((all) => all.sort((x, y) => y.ttl - x.ttl)),
+    );
+    expect(jti?.ttl).toBeGreaterThan(0);
+    expect(jti?.ttl).toBeLessThanOrEqual(LOGOUT_TOKEN_MAX_AGE_SECONDS + rig.gw.config.oidc.clockToleranceSeconds);
+  });
+
+  // BCL 1.0 made exp REQUIRED; providers built on its drafts send none. Refusing such a token
+  // would keep the session alive past the provider's logout: it is accepted, bounded by its iat
+  // (LOGOUT_TOKEN_MAX_AGE_SECONDS) and the jti replay cache, as any other.
+  it('a logout token without exp (an older provider) ends the session; the same token again is refused', async () => {
+    const s = await signedIn();
+    const token = await signedBy(rsa, claimsFor(s, { exp: undefined }));
+    expect((await postLogoutToken(rig.gw.url, token)).status).toBe(200);
+    expect(await userStatus(s)).toBe(401);
+    expectErrorBody(await postLogoutToken(rig.gw.url, token), 'invalid_request', 400);
   });
 
   it('(the control for wrong-alg) the same ES256 token is accepted by a gateway that allows ES256 (the default list)', async () => {
