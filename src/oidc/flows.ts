@@ -43,9 +43,11 @@ export type Clock = () => number;
 
 /**
  * Longer than any access token is meant to live. A provider's `expires_in` is read as whole
- * seconds up to this: oauth4webapi accepts any positive number, and a lifetime of 1e300 made
+ * seconds up to this: oauth4webapi accepts any non-negative number, and a lifetime of 1e300 made
  * every later use of it fail (Redis refuses such an EX: no client token was ever cached, each
- * call a new grant and a 503).
+ * call a new grant and a 503). Below one second (0 included) it is read as not stated (RFC 6749
+ * §5.1 leaves the lifetime to the server then): a token that expires as it is issued was due
+ * again at once, one grant or refresh per call (three per call, with the renewal rounds).
  */
 export const MAX_TOKEN_LIFETIME_SECONDS = 366 * 24 * 3600;
 
@@ -55,7 +57,7 @@ function granted(
   previous?: GrantedTokens,
 ): GrantedTokens {
   const answered = response.expiresIn();
-  const expiresIn = answered === undefined ? undefined : Math.min(Math.floor(answered), MAX_TOKEN_LIFETIME_SECONDS);
+  const expiresIn = answered === undefined || answered < 1 ? undefined : Math.min(Math.floor(answered), MAX_TOKEN_LIFETIME_SECONDS);
   return {
     accessToken: response.access_token,
     // RFC 6749 §6: keep the old refresh token when the provider issues none.

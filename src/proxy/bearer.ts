@@ -182,8 +182,9 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // The cooldown is claimed once per renewal: a second round (an exchange route whose first
     // round refreshed the session's own token) must not find its own claim and give up.
     let claimed = false;
-    // A token just renewed is never due again in the same call: it is renewed at most half its
-    // lifetime before it expires (session/tokens.ts renewalMargin), however short it lives.
+    // A token just renewed is not due again in the same call: it is renewed at most half its
+    // lifetime before it expires (session/tokens.ts renewalMargin), and it lives a second at
+    // least (a shorter expires_in is read as not stated: oidc/flows.ts granted).
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;

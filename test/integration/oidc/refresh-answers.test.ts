@@ -371,6 +371,37 @@ describe('a provider whose tokens live no longer than the refresh skew', () => {
   });
 });
 
+describe('a provider stating expires_in 0', () => {
+  // Both fail if, in src/oidc/flows.ts granted, `|| answered < 1` is removed: a token that
+  // expires as it is issued was due again at once, a grant (or three refreshes) per call.
+  it('a client token: kept as one of unstated lifetime, one grant for all calls', async () => {
+    await forgetClientTokens();
+    front.intercept((req) =>
+      isGrant(req, 'client_credentials')
+        ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ access_token: 'cc-zero', token_type: 'Bearer', expires_in: 0 }) }
+        : undefined,
+    );
+    const before = clientGrants();
+    for (let i = 0; i < 5; i++) expect((await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf })).status).toBe(200);
+    expect(clientGrants() - before).toBe(1);
+    expect(upstream.requests.at(-1)?.headers.authorization).toBe('Bearer cc-zero');
+  });
+
+  it("a refreshed session token: one refresh, then the token is used until the upstream refuses it", async () => {
+    const s = await signedIn();
+    front.intercept(async (req) => {
+      if (!isGrant(req, 'refresh_token')) return undefined;
+      const answer = await front.ask(req);
+      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return { ...answer, body: JSON.stringify({ ...body, expires_in: 0 }) };
+    });
+    expireAccessToken();
+    const before = refreshesSeen();
+    for (let i = 0; i < 5; i++) expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+    expect(refreshesSeen() - before).toBe(1);
+  });
+});
+
 describe('a client token due for renewal while another process holds the renewal lock', () => {
   // Fails if, in proxy/client-token.ts obtain, the token of this process that has not expired
   // is not served while the lock is held (`if (mine && mine.expiresAt > nowSeconds()) return ...`

@@ -22,6 +22,17 @@ describe('exchangeToken', () => {
     }
   });
 
+  // Fails if, in src/oidc/flows.ts granted, `|| answered < 1` is removed: a token issued with
+  // expires_in 0 was due again at once, and each call made three exchanges (grants, refreshes).
+  it('reads an expires_in below one second as not stated (the exchanged token is then kept the default lifetime)', async () => {
+    for (const expiresIn of [0, 0.5]) {
+      const tokens = await exchange({ expires_in: expiresIn });
+      expect(tokens).not.toHaveProperty('expiresAt');
+      expect(tokens).not.toHaveProperty('lifetime');
+    }
+    expect(await exchange({ expires_in: 1 })).toMatchObject({ lifetime: 1 });
+  });
+
   it('refuses another kind of token, or one that is not a bearer token', async () => {
     for (const fields of [{ issued_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }, { issued_token_type: 'urn:ietf:params:oauth:token-type:id_token' }, { token_type: 'N_A' }]) {
       const err = await exchange(fields).catch((e: unknown) => e);
