@@ -134,6 +134,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     });
   }
 
+  function unknownState(): GatewayError {
+    metrics.loginTransactions.inc({ outcome: 'invalid_state' });
+    return new GatewayError('invalid_state');
+  }
+
   function successionFailed(err: unknown): undefined {
     logger.warn({ event: 'login_succession_failed', reason: describeProviderError(err) }, 'a concurrent sign-in of this browser may outlive it');
     return undefined;
@@ -141,21 +146,26 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
   async function callback(req: Request, res: Response): Promise<void> {
     const state = queryParam(req, 'state', 1024);
-    if (!state) throw new GatewayError('invalid_state');
-    const binding = loginCookies.take(req, res, state);
-
-    // Taken (deleted) before anything else, a state being good for one callback only; but only
-    // by the browser holding its login cookie, which a callback without it leaves untouched.
-    const tx = binding ? await withStore(() => transactions.take(state, digest(binding))) : undefined;
-    if (!tx) {
-      metrics.loginTransactions.inc({ outcome: 'invalid_state' });
-      throw new GatewayError('invalid_state');
+    // Only the browser holding the state's login cookie may spend its sign-in: a callback
+    // without it leaves the transaction untouched.
+    const binding = state ? loginCookies.read(req, state) : undefined;
+    if (!state || !binding) throw unknownState();
+    // RFC 9207 §2.4: the issuer named, and named at all when the provider says it always does
+    // (openid-client checks a success again). Judged before the sign-in is spent: an answer made
+    // up by a mix-up attacker who learnt the state (an error in particular) is refused, and the
+    // provider's own still completes.
+    const iss = queryParam(req, 'iss', 2048);
+    const { metadata } = provider.get();
+    if (iss === undefined ? metadata.authorization_response_iss_parameter_supported === true : iss !== metadata.issuer) {
+      throw new GatewayError('invalid_request');
     }
+    // Spent (the transaction deleted) before anything else, a state being good for one callback.
+    loginCookies.clear(res, state);
+    const tx = await withStore(() => transactions.take(state, digest(binding)));
+    if (!tx) throw unknownState();
 
     const providerError = queryParam(req, 'error', 256);
     if (providerError !== undefined) {
-      const iss = queryParam(req, 'iss', 2048);
-      if (iss !== undefined && iss !== provider.get().metadata.issuer) throw new GatewayError('invalid_request');
       const code = safeErrorCode(providerError);
       metrics.loginTransactions.inc({ outcome: 'provider_error' });
       logger.info({ event: 'login_declined', code }, 'the provider ended the sign-in with an error');

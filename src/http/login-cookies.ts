@@ -20,8 +20,10 @@ const MAX_LOGIN_COOKIES = 5;
 export interface LoginCookies {
   /** Sets the cookie of a new sign-in (after clearing them all if the browser holds too many). */
   start(req: Request, res: Response, state: string, binding: string): void;
-  /** The binding secret of `state`'s sign-in, its cookie cleared: a state is good for one callback. */
-  take(req: Request, res: Response, state: string): string | undefined;
+  /** The binding secret of `state`'s sign-in, if this browser holds its cookie. */
+  read(req: Request, state: string): string | undefined;
+  /** Clears `state`'s cookie: a state is good for one callback. */
+  clear(res: Response, state: string): void;
   /** The digests of the other sign-ins this browser has in flight (their cookies came along). */
   othersInFlight(req: Request, state: string): string[];
 }
@@ -40,10 +42,11 @@ export function createLoginCookies(config: Config): LoginCookies {
       if (names.length >= MAX_LOGIN_COOKIES) for (const name of names) res.clearCookie(name, clearOptions);
       res.cookie(nameOf(state), binding, loginCookieOptions(config, TRANSACTION_TTL_SECONDS));
     },
-    take(req, res, state) {
-      const name = nameOf(state);
-      res.clearCookie(name, clearOptions);
-      return readCookies(req)[name];
+    read(req, state) {
+      return readCookies(req)[nameOf(state)];
+    },
+    clear(res, state) {
+      res.clearCookie(nameOf(state), clearOptions);
     },
     othersInFlight(req, state) {
       const own = nameOf(state);

@@ -199,7 +199,7 @@ describe('GET /auth/callback', () => {
     const loginCookie = Object.keys(owner.cookies(gw.url)).find((name) => name.startsWith(`${gw.config.derived.loginCookieName}.`)) as string;
     expect(loginCookie).toBeDefined();
 
-    const forged = `${gw.url}/auth/callback?code=forged&state=${encodeURIComponent(state)}`;
+    const forged = `${gw.url}/auth/callback?code=forged&state=${encodeURIComponent(state)}&iss=${encodeURIComponent(provider.issuer)}`;
     const cookieless = new BrowserClient();
     expectErrorBody(await cookieless.get(forged, { headers: { accept: 'application/json' } }), 'invalid_state', 400);
     const wrongCookie = new BrowserClient();
@@ -216,10 +216,29 @@ describe('GET /auth/callback', () => {
     const { authorizeUrl } = await startLogin(client, gw.url, {});
     const callback = new URL(await completeAtProvider(client, authorizeUrl, {}));
     expect(callback.searchParams.get('iss')).toBe(provider.issuer);
-    callback.searchParams.set('iss', 'https://attacker.example');
-    const res = await client.get(callback.href, { headers: { accept: 'application/json' } });
+    const forged = new URL(callback);
+    forged.searchParams.set('iss', 'https://attacker.example');
+    const res = await client.get(forged.href, { headers: { accept: 'application/json' } });
     expectErrorBody(res, 'invalid_request', 400);
     expect(sessionCookie(client)).toBeUndefined();
+    // Refused before the transaction was taken: the provider's own answer still signs in.
+    expect((await client.get(callback.href)).status).toBe(302);
+    expect(sessionCookie(client)).toBeDefined();
+  });
+
+  // Fails if, in src/http/auth-routes.ts callback, an error response without iss is taken from
+  // a provider that advertises authorization_response_iss_parameter_supported (RFC 9207 §2.4):
+  // whoever learnt the state could end this browser's sign-in with an error of their making.
+  it('refuses an error response without iss from a provider that always sends it, and the sign-in can still complete', async () => {
+    expect(gw.runtime.provider.get().metadata.authorization_response_iss_parameter_supported).toBe(true);
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url, {});
+    const state = authorizeUrl.searchParams.get('state') as string;
+    const injected = `${gw.url}/auth/callback?error=access_denied&state=${encodeURIComponent(state)}`;
+    expectErrorBody(await client.get(injected, { headers: { accept: 'application/json' } }), 'invalid_request', 400);
+    // Nothing of the sign-in was spent: the provider's own answer completes it.
+    expect((await client.get(await completeAtProvider(client, authorizeUrl, {}))).status).toBe(302);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
   });
 
   it('creates no session when the user declines consent, and tells the SPA why', async () => {
