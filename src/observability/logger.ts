@@ -44,13 +44,20 @@ interface SerializedError {
   cause?: SerializedError;
 }
 
+/**
+ * A parse error's message quotes what it parsed: V8 puts a short input whole, a long one ten
+ * characters either side of the fault. A provider body typed JSON that is not (a token
+ * response with an unquoted token, say) reached the log through oauth4webapi's cause chain.
+ */
+const QUOTES_ITS_INPUT = 'SyntaxError';
+
 export function serializeError(err: unknown, depth = 0): SerializedError {
   if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
   const code = (err as { code?: unknown }).code;
   const oauthError = (err as { error?: unknown }).error;
   const out: SerializedError = {
     type: err.name,
-    message: err.message.slice(0, 300),
+    message: err.name === QUOTES_ITS_INPUT ? 'not shown: it may quote the input it failed on' : err.message.slice(0, 300),
     ...(typeof code === 'string' ? { code } : typeof oauthError === 'string' ? { code: oauthError } : {}),
   };
   if (err.cause instanceof Error && depth < 3) out.cause = serializeError(err.cause, depth + 1);

@@ -1,0 +1,51 @@
+/**
+ * What of a provider's answer reaches the log through an error's cause chain.
+ *
+ * A token endpoint answering `application/json` with a body that is not JSON makes oauth4webapi
+ * throw OperationProcessingError, whose cause is JSON.parse's SyntaxError, and V8 quotes the
+ * body in that message (all of a short one, ten characters either side of the fault in a long
+ * one). The refresh failure is logged at warn (src/http/error-handler.ts) with its causes.
+ *
+ * Parsed in this test's realm, as undici does in a one-realm process: through Jest's own fetch
+ * the SyntaxError comes from another realm, which `instanceof Error` does not see, and the path
+ * would hide what production logs. The real oauth4webapi, error mapping and logger.
+ *
+ * Fails if, in src/observability/logger.ts serializeError, a SyntaxError's message is kept
+ * (`err.name === QUOTES_ITS_INPUT ? ... :` removed).
+ */
+import * as oauth from 'oauth4webapi';
+import { fromRefreshError } from '../../../src/oidc/errors.js';
+import { createLogger } from '../../../src/observability/logger.js';
+
+/** A token response whose json() parses in this realm. */
+function sameRealmAnswer(body: string): Response {
+  const answer = new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
+  return Object.defineProperty(answer, 'json', { value: async () => JSON.parse(await answer.text()) as unknown });
+}
+
+async function loggedFor(body: string): Promise<string> {
+  const lines: string[] = [];
+  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } });
+  const as = { issuer: 'https://idp.example', token_endpoint: 'https://idp.example/token' };
+  const err = await oauth.processRefreshTokenResponse(as, { client_id: 'c' }, sameRealmAnswer(body)).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const error = fromRefreshError(err);
+  expect(error.code).toBe('token_refresh_failed');
+  logger.warn({ err: error, code: error.code }, 'request failed');
+  return lines.join('');
+}
+
+describe('the log of a provider answer that is not JSON', () => {
+  it('keeps the error types and codes, and none of a short body', async () => {
+    const log = await loggedFor('rt_SECRET42');
+    expect(log).not.toContain('rt_SECRET42');
+    expect(log).toContain('"type":"SyntaxError"');
+    expect(log).toContain('OAUTH_PARSE_ERROR');
+  });
+
+  it('none of a long body around the fault either', async () => {
+    expect(await loggedFor('{"access_token":"a","refresh_token":RTsecretXYZ123456}')).not.toContain('RTsecret');
+  });
+});
