@@ -15,6 +15,7 @@ import { insecureEndpoints } from './metadata.js';
 import type { Tracing } from '../observability/tracing.js';
 import { tracedFetch } from './traced-fetch.js';
 import { createJwks, type JwksRefetchLimits } from './jwks.js';
+import { boundedFetch } from './bounded-fetch.js';
 
 export interface ProviderState {
   configuration: oidc.Configuration;
@@ -88,9 +89,11 @@ export async function discover(
   // openid-client checks the ID token's exp and nbf itself (code exchange, refresh) before
   // id-token.ts does; without this it would use its own 30 s whatever the config says.
   const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: cfg.clockToleranceSeconds };
+  const providerFetch = boundedFetch((url: string, options: RequestInit) => fetch(url, options));
   const configuration = await oidc.discovery(issuer, cfg.clientId, metadata, clientAuthentication(cfg), {
     execute,
     timeout: timeoutSeconds,
+    [oidc.customFetch]: (url, options) => providerFetch(url, options as RequestInit),
   });
   configuration.timeout = timeoutSeconds;
   // Refused like a foreign issuer: discovery keeps retrying and /readyz stays 503.
@@ -105,10 +108,11 @@ export async function discover(
       description: 'DPoP is configured but the provider metadata does not list ES256 in dpop_signing_alg_values_supported.',
     });
   }
+  configuration[oidc.customFetch] = (url, options) => providerFetch(url, options as RequestInit);
   const onNonce = dpop.onDpopNonce;
   if (onNonce) {
     configuration[oidc.customFetch] = async (url, options) => {
-      const response = await fetch(url, options as RequestInit);
+      const response = await providerFetch(url, options as RequestInit);
       const nonce = parseNonce(response.headers.get('dpop-nonce') ?? undefined);
       if (nonce) onNonce(new URL(url).origin, nonce);
       return response;

@@ -7,6 +7,7 @@
 import { errors as joseErrors } from 'jose';
 import { AuthorizationResponseError, ClientError, ResponseBodyError, WWWAuthenticateChallengeError } from 'openid-client';
 import { GatewayError } from '../errors.js';
+import { ANSWER_TOO_LARGE } from './bounded-fetch.js';
 
 /**
  * What a failed token-endpoint call (refresh or client credentials) says:
@@ -153,7 +154,10 @@ export function keySetUnavailable(err: unknown): boolean {
  * may belong to another realm than this module's TypeError (a VM context, a test runner).
  */
 export function isFetchFailure(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TypeError' && (err as { cause?: unknown }).cause !== undefined;
+  if (typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TypeError' && (err as { cause?: unknown }).cause !== undefined) return true;
+  // An answer refused for its size (bounded-fetch.ts): at the fetch, or under the parse error of
+  // the read it cut short.
+  return inCauses(err, (e) => e.code === ANSWER_TOO_LARGE);
 }
 
 /**
@@ -163,11 +167,15 @@ export function isFetchFailure(err: unknown): boolean {
  * walked a few deep, never endlessly.
  */
 function isTimeout(err: unknown): boolean {
+  return inCauses(err, (e) => e.code === 'OAUTH_TIMEOUT' || e.name === 'TimeoutError');
+}
+
+/** Whether `err` or one of its causes, a few deep (never endlessly), is one that `test` names. */
+function inCauses(err: unknown, test: (e: { code?: unknown; name?: unknown }) => boolean): boolean {
   let at: unknown = err;
   for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
-    const { code, name, cause } = at as { code?: unknown; name?: unknown; cause?: unknown };
-    if (code === 'OAUTH_TIMEOUT' || name === 'TimeoutError') return true;
-    at = cause;
+    if (test(at as { code?: unknown; name?: unknown })) return true;
+    at = (at as { cause?: unknown }).cause;
   }
   return false;
 }

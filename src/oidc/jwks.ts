@@ -3,7 +3,8 @@
  * rotation from failing sign-ins and a flood of forged kids or a keys outage from becoming a
  * flood of requests to the provider.
  */
-import { createRemoteJWKSet, errors as joseErrors, type FlattenedJWSInput, type JWSHeaderParameters, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, customFetch, errors as joseErrors, type FlattenedJWSInput, type JWSHeaderParameters, type JWTVerifyGetKey } from 'jose';
+import { boundedFetch } from './bounded-fetch.js';
 
 export interface JwksRefetchLimits {
   /** A kid that was not in a freshly fetched set is not refetched for again within this. */
@@ -51,6 +52,7 @@ export function createJwks(
     cooldownDuration: Number.POSITIVE_INFINITY,
     cacheMaxAge: Number.POSITIVE_INFINITY,
     timeoutDuration: options.timeoutSeconds * 1000,
+    [customFetch]: boundedFetch((url: string, init: RequestInit) => fetch(url, init)),
   });
   const lastRefetchForKid = new Map<string, number>();
   /** The last refetch for an unknown kid (the kid gate), and the last fetch of any kind (the outage gate). */

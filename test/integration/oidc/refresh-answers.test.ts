@@ -81,6 +81,12 @@ async function signedIn(): Promise<SignedIn> {
   return { client, cookie, digest: digest(sessionIdFromCookie(cookie)), handle };
 }
 
+/** A token answer (JSON, streamed without a Content-Length) holding `bytes` of padding. */
+function oversized(bytes: number): FrontAnswer {
+  const body = JSON.stringify({ access_token: 'big', token_type: 'Bearer', expires_in: 300, padding: 'x'.repeat(bytes) });
+  return { status: 200, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, body };
+}
+
 /** The provider answers every refresh with `answer` (sign-ins and the rest go through). */
 function refreshAnswers(answer: FrontAnswer): void {
   front.intercept((req) => (isGrant(req, 'refresh_token') ? answer : undefined));
@@ -134,6 +140,9 @@ describe('a refresh that fails for now keeps the session', () => {
     ['503 with no body', { status: 503 }],
     ['500 with an HTML page', { status: 500, headers: { 'content-type': 'text/html' }, body: '<h1>Internal Server Error</h1>' }],
     ['503 temporarily_unavailable', oauthError(503, 'temporarily_unavailable')],
+    // Fails if, in src/oidc/client.ts discover, the answers are not read through boundedFetch:
+    // the 2 MiB answer was read whole and taken as the new token set.
+    ['200 with a token answer past 1 MiB', oversized(2 * 1024 * 1024)],
   ])('%s: 502 token_refresh_failed, still signed in, and the next call refreshes once the provider recovers', async (_name, answer) => {
     const s = await signedIn();
     const before = await tokensOfSession(gw, s.cookie);

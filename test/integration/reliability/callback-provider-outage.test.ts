@@ -56,6 +56,11 @@ async function callbackWith(interceptor: Interceptor) {
 }
 
 const tokenEndpoint = (answer: FrontAnswer): Interceptor => (req) => (isGrant(req, 'authorization_code') ? answer : undefined);
+const past1MiB = (headers: Record<string, string>): FrontAnswer => ({
+  status: 200,
+  headers: { 'content-type': 'application/json', ...headers },
+  body: JSON.stringify({ access_token: 'big', token_type: 'Bearer', expires_in: 300, padding: 'x'.repeat(2 * 1024 * 1024) }),
+});
 const html = (status: number): FrontAnswer => ({ status, headers: { 'content-type': 'text/html' }, body: '<html><body>Service Unavailable</body></html>' });
 
 describe('the token endpoint fails during the callback', () => {
@@ -63,6 +68,11 @@ describe('the token endpoint fails during the callback', () => {
     ['503 with an HTML page', html(503)],
     ['200 with an HTML page', html(200)],
     ['502 with a JSON error', oauthError(502, 'server_error')],
+    // Both fail if, in src/oidc/client.ts discover, the answers are not read through boundedFetch
+    // (2 MiB read whole; the answer without an ID token is then the sign-in's 400). The first is
+    // refused by its Content-Length, the second as it streams.
+    ['200 with an answer past 1 MiB', past1MiB({})],
+    ['200 with an answer past 1 MiB, streamed', past1MiB({ 'transfer-encoding': 'chunked' })],
   ])('%s: 503 provider_unavailable, no session', async (_name, failure) => {
     const { answer, client } = await callbackWith(tokenEndpoint(failure));
     expectErrorBody(answer, 'provider_unavailable', 503);
@@ -130,6 +140,9 @@ describe("the provider's keys answer with something other than a key set when re
     ['503 with an HTML page', html(503)],
     ['200 with an HTML page', html(200)],
     ['200 with JSON that is no key set', { status: 200, headers: { 'content-type': 'application/json' }, body: '{"error":"unavailable"}' }],
+    // Fails if, in src/oidc/jwks.ts createJwks, jose's fetch is not boundedFetch: the 2 MiB set
+    // was read whole, and its lack of the new kid made it the sign-in's 400.
+    ['200 with a key set past 1 MiB', { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: [], padding: 'x'.repeat(2 * 1024 * 1024) }) }],
   ])('%s: 503 provider_unavailable; sign-in works once they answer', async (name, failure) => {
     // A set is cached (a sign-in verified an ID token), so only the unknown kid refetches it.
     await signIn(new BrowserClient(), gw.url);
