@@ -44,6 +44,8 @@ export interface Keys {
   revokedSession(sessionDigest: string): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
   successor(sessionDigest: string): string;
+  /** The version of a session's token set whose refresh-token grant is under way (session/refresh.ts). */
+  refreshing(sessionDigest: string): string;
   /** The session another sign-in of the same browser made while this one was in flight, by digest of its login cookie (registry.precede). */
   predecessor(bindingDigest: string): string;
 }
@@ -67,5 +69,6 @@ export function createKeys(prefix: string): Keys {
     revokedSession: (d) => `${prefix}revoked-sess:{${d}}`,
     successor: (d) => `${prefix}successor:{${d}}`,
     predecessor: (d) => `${prefix}predecessor:${d}`,
+    refreshing: (d) => `${prefix}refreshing:{${d}}`,
   };
 }

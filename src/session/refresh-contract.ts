@@ -56,6 +56,11 @@ export interface RefreshCoordinatorOptions {
   /** How often a token set Redis did not take is retried (default 1 s). */
   unsavedRetryMs?: number;
   /**
+   * How long a holder that finds another process's refresh of the same version begun and never
+   * written waits for that set before refreshing itself (default 5 s).
+   */
+  takeoverGraceMs?: number;
+  /**
    * How long close() waits for refreshes under way (default 15 s: the provider timeout and a
    * Redis command). A provider answer that comes later is lost with its rotated refresh token.
    */

@@ -14,6 +14,9 @@
  *     refresh token is the only valid one): it is kept in this process and written as soon as
  *     Redis answers (unsaved-refreshes.ts), before this process asks the provider again. The
  *     kept set holds the lock until then, so no other process refreshes with the spent token.
+ *     Should the lock lapse all the same (Redis away for longer than its TTL), the note the
+ *     holder left before asking the provider (`refreshing:`, the version it refreshes) makes
+ *     the next holder wait a while for the kept set before it spends the same refresh token.
  *  5. A refresh the provider refused for good (login_required: invalid_grant, any other 400,
  *     a changed subject) ends the session, unless the record moved past the version the refresh
  *     started from meanwhile (a kept set written after its lock lapsed: the refused token was
@@ -28,7 +31,7 @@ import { sleep, tryLock, type Lock } from '../redis/lock.js';
 import { sessionGone } from './gone.js';
 import { storeUnavailable } from '../redis/errors.js';
 import type { TokenSet, VersionedTokens } from './tokens.js';
-import { createUnsavedRefreshes } from './unsaved-refreshes.js';
+import { createUnsavedRefreshes, UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
 import type { OwnedRefreshCoordinator, RefreshContext, RefreshCoordinatorOptions, RefreshFn } from './refresh-contract.js';
 
 export type {
@@ -58,6 +61,14 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
    * write it at its next retry: two retry periods. Only a refused refresh waits.
    */
   const invalidGrantGraceMs = 2 * unsavedRetryMs;
+  /**
+   * How long a holder that finds another process's refresh of this version begun and never
+   * written waits for it: that process reconnects (ioredis waits up to 2 s between tries,
+   * redis/client.ts) and writes the set it kept at its next retry tick. Refreshing at once spent
+   * the refresh token a second time, and a provider that detects reuse revoked the whole grant,
+   * the kept set included: a Redis outage longer than the lock's TTL signed the user out.
+   */
+  const takeoverGraceMs = options.takeoverGraceMs ?? 5_000;
   const inFlight = new Map<string, Promise<VersionedTokens>>();
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
@@ -109,12 +120,19 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       return newer;
     }
     const current = latest?.tokens;
-    if (!current || (context.needsRefreshToken !== false && !current.refreshToken)) throw new GatewayError('login_required');
+    const spends = context.needsRefreshToken !== false;
+    if (!current || (spends && !current.refreshToken)) throw new GatewayError('login_required');
+    if (spends) {
+      const unwritten = await awaitUnwritten(digest, seen, context);
+      if (unwritten) return unwritten;
+    }
 
     let next: TokenSet;
     try {
       next = await refresh(current);
     } catch (err) {
+      // Nothing the provider issued is kept anywhere: a later holder need not wait for it.
+      if (spends) forget(digest);
       if (err instanceof GatewayError && err.code === 'login_required') {
         const moved = await newerWithin(digest, seen, invalidGrantGraceMs);
         if (moved !== undefined && moved !== 'gone') {
@@ -151,9 +169,36 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       const winner = newerThan(await readLatest(digest), seen);
       if (winner) return winner;
     }
+    if (spends) forget(digest);
     options.onRefresh?.('success', context);
     options.onRefreshed?.(digest);
     return { version, tokens: next };
+  }
+
+  /**
+   * Before a refresh-token grant: the set another process got for this very version and has not
+   * written (its note says so), if it comes within takeoverGraceMs; `seen` at once when it may
+   * serve meanwhile. Otherwise this holder notes its own grant (for as long as it would keep the
+   * set, should Redis fail it) and goes on.
+   */
+  async function awaitUnwritten(digest: string, seen: VersionedTokens, context: RefreshContext): Promise<VersionedTokens | undefined> {
+    const note = keys.refreshing(digest);
+    if ((await redis.get(note)) === String(seen.version)) {
+      if (context.stillUsable?.()) return seen;
+      const moved = await newerWithin(digest, seen, takeoverGraceMs);
+      if (moved === 'gone') throw sessionGone();
+      if (moved) {
+        options.onRefresh?.('shared', context);
+        return moved;
+      }
+    }
+    await redis.set(note, String(seen.version), 'EX', UNSAVED_KEEP_MS / 1000);
+    return undefined;
+  }
+
+  /** The grant's note goes once its set is written or nothing was issued (best effort: it expires). */
+  function forget(digest: string): void {
+    redis.del(keys.refreshing(digest)).catch(() => undefined);
   }
 
   async function coordinate(digest: string, seen: VersionedTokens, refresh: RefreshFn, context: RefreshContext): Promise<VersionedTokens> {

@@ -1,0 +1,57 @@
+/**
+ * A TCP pass-through that can be shut (every link cut, new connections refused at once) and
+ * opened again: one gateway process losing its network path to Redis while others keep theirs.
+ */
+import net from 'node:net';
+import { listenOnLoopback } from './listen.js';
+
+export interface TcpGate {
+  url: string;
+  shut(): void;
+  open(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpGate(targetUrl: string): Promise<TcpGate> {
+  const target = new URL(targetUrl);
+  let isOpen = true;
+  const links = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  const server = net.createServer((client) => {
+    if (!isOpen) return void client.destroy();
+    const upstream = net.connect(Number(target.port || 6379), target.hostname);
+    const link = { client, upstream };
+    links.add(link);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const drop = () => {
+      links.delete(link);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', drop).on('error', drop);
+    upstream.on('close', drop).on('error', drop);
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    shut() {
+      isOpen = false;
+      for (const { client, upstream } of links) {
+        client.destroy();
+        upstream.destroy();
+      }
+      links.clear();
+    },
+    open() {
+      isOpen = true;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const { client, upstream } of links) {
+          client.destroy();
+          upstream.destroy();
+        }
+        server.close(() => resolve());
+      }),
+  };
+}
