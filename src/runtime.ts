@@ -126,7 +126,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onPublished: (kind) => metrics.sessionEventsPublished.inc({ kind }),
     onReceived: (kind) => metrics.sessionEventsReceived.inc({ kind }),
     onMalformed: () => metrics.sessionEventsReceived.inc({ kind: 'malformed' }),
-    onPublishFailed: (err) => logger.warn({ event: 'session_event_publish_failed', err }, 'a session event reached only this instance'),
+    onPublishFailed: (err) => logger.warn({ event: 'session_event_publish_failed', err }, 'a session event did not reach Redis (a signed-out one is sent again once it does)'),
   });
   const held = createHeldSessions({
     events,

@@ -67,6 +67,12 @@ export interface SessionEventsOptions {
 const DIGEST = /^[A-Za-z0-9_-]{32}$/;
 const RECENT_END_MS = 60_000;
 const RECENT_END_MAX = 10_000;
+/**
+ * A signed-out event Redis did not take (the publish failed: this instance lost its link) is
+ * offered again this often, for as long as an end is remembered, until Redis takes it: the
+ * other instances' streams of that session stayed open until their idle deadline otherwise.
+ */
+const RESEND_EVERY_MS = 1_000;
 
 /** A same-origin relative path (the gateway's own login URL), never `//host` or `/\host`. */
 function isLocalPath(value: unknown): value is string {
@@ -128,6 +134,35 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
   const listeners = new Map<string, Set<Listener>>();
   const reconnectListeners: Array<() => void> = [];
 
+  // Ends to publish again, oldest first, by session (the latest wins), bounded in time and size.
+  const unsent = new Map<string, { message: string; until: number }>();
+  let resendTimer: NodeJS.Timeout | undefined;
+  let resending = false;
+  function resendLater(sessionDigest: string, message: string): void {
+    unsent.delete(sessionDigest);
+    if (unsent.size >= RECENT_END_MAX) unsent.delete(unsent.keys().next().value as string);
+    unsent.set(sessionDigest, { message, until: clock() + RECENT_END_MS });
+    resendTimer ??= setInterval(() => void resend(), RESEND_EVERY_MS).unref();
+  }
+  async function resend(): Promise<void> {
+    if (resending || !options.transport) return;
+    resending = true;
+    try {
+      for (const [sessionDigest, entry] of unsent) {
+        if (entry.until > clock()) await options.transport.publish(entry.message);
+        unsent.delete(sessionDigest);
+      }
+    } catch {
+      // Still away: the next tick tries again.
+    } finally {
+      resending = false;
+      if (unsent.size === 0 && resendTimer) {
+        clearInterval(resendTimer);
+        resendTimer = undefined;
+      }
+    }
+  }
+
   // Ends heard recently, oldest first (Map order), bounded in time and size.
   const recentEnds = new Map<string, { reason: EndReason; publishedAt: number; heardAt: number }>();
   function remember(sessionDigest: string, reason: EndReason, publishedAt: number): void {
@@ -176,8 +211,11 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
       options.onPublished?.(event.type);
       deliver(sessionDigest, event, { publishedAt });
       if (!options.transport) return;
-      const message: Wire = { o: origin, d: sessionDigest, t: publishedAt, e: event };
-      options.transport.publish(JSON.stringify(message)).catch((err: unknown) => options.onPublishFailed?.(err));
+      const message = JSON.stringify({ o: origin, d: sessionDigest, t: publishedAt, e: event } satisfies Wire);
+      options.transport.publish(message).catch((err: unknown) => {
+        options.onPublishFailed?.(err);
+        if (event.type === 'signed-out') resendLater(sessionDigest, message);
+      });
     },
     subscribe(sessionDigest, listener) {
       let set = listeners.get(sessionDigest);
@@ -196,6 +234,9 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
       reconnectListeners.push(listener);
     },
     async close() {
+      if (resendTimer) clearInterval(resendTimer);
+      resendTimer = undefined;
+      unsent.clear();
       listeners.clear();
       recentEnds.clear();
       await options.transport?.close();

@@ -139,7 +139,16 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
     // onOrphaned). No note without a removal, nor a removal without its note.
-    const stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
+    let stored: StoredSession | undefined;
+    try {
+      stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
+    } catch (err) {
+      // A command that timed out may still run (a latency spike): the session's streams on every
+      // instance are told all the same, or they stayed open on a session gone for good. Should
+      // it have survived, a page whose stream closed reads it again on its next call.
+      options.onEnded?.(sessionDigest, reason);
+      throw err;
+    }
     // From here the session is over, whatever fails next: its streams are told on every
     // instance and its caller revokes its tokens. An index entry left behind points at a record
     // that is gone, which every reader drops.

@@ -7,7 +7,7 @@
  * `if (wire.o === origin) return;` → the publisher's own listeners hear every event twice, and
  * "tells its own listeners once" fails.
  */
-import { expect } from '@jest/globals';
+import { expect, jest } from '@jest/globals';
 import { createSessionEvents, parseEvent, type SessionEvent } from '../../../src/session/events.js';
 import type { BusTransport } from '../../../src/redis/pubsub.js';
 
@@ -84,6 +84,42 @@ describe('session events', () => {
     await flush();
     expect(heard).toHaveLength(1);
     expect(failures).toHaveLength(1);
+  });
+
+  // Fails if, in src/session/events.ts publish, a failed signed-out is not queued again
+  // (`resendLater(sessionDigest, message)` removed): another instance's streams of an ended
+  // session stayed open until their idle deadline when the end's publish met a Redis blip.
+  it('publishes a signed-out event Redis refused again once it takes it, once, for a minute at most; other kinds not', async () => {
+    jest.useFakeTimers();
+    try {
+      const redis = fakeRedis();
+      let now = 1_000_000;
+      const a = createSessionEvents({ transport: redis.transport(), clock: () => now });
+      const b = createSessionEvents({ transport: redis.transport() });
+      const heard: Array<[string, SessionEvent]> = [];
+      b.subscribe(D1, (e) => heard.push([D1, e]));
+      b.subscribe(D2, (e) => heard.push([D2, e]));
+      redis.setDown(true);
+      a.publish(D1, { type: 'signed-out', reason: 'logout' });
+      a.publish(D1, { type: 'tokens-refreshed' });
+      await jest.advanceTimersByTimeAsync(3_000);
+      expect(heard).toEqual([]);
+      redis.setDown(false);
+      await jest.advanceTimersByTimeAsync(5_000);
+      expect(heard).toEqual([[D1, { type: 'signed-out', reason: 'logout' }]]);
+      // Past the minute an end is remembered for, it is not sent any more.
+      redis.setDown(true);
+      a.publish(D2, { type: 'signed-out', reason: 'revoked' });
+      await jest.advanceTimersByTimeAsync(1_000);
+      now += 61_000;
+      redis.setDown(false);
+      await jest.advanceTimersByTimeAsync(3_000);
+      expect(heard).toHaveLength(1);
+      await a.close();
+      await b.close();
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it.each([
