@@ -20,7 +20,16 @@ export interface Lock {
 
 export async function tryLock(redis: RedisClient, key: string, ttlMs: number): Promise<Lock | undefined> {
   const token = randomBytes(16).toString('base64url');
-  const ok = await redis.set(key, token, 'PX', ttlMs, 'NX');
+  let ok: string | null;
+  try {
+    ok = await redis.set(key, token, 'PX', ttlMs, 'NX');
+  } catch (err) {
+    // A SET that timed out may still run (a latency spike), leaving a lock that no one holds for
+    // its whole TTL: every caller of the key waited on it, then failed. The release follows it on
+    // the same connection, so it lands after it.
+    redis.eval(RELEASE, 1, key, token).catch(() => undefined);
+    throw err;
+  }
   if (ok !== 'OK') return undefined;
   return {
     async release() {
