@@ -170,6 +170,11 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     // Best effort, in the background: the call that refreshed is answered login_required now.
     // Tracked by the revoker from the start (its Redis read included), so shutdown waits for it.
     onOrphaned: (d, tokens) => revoke.track(revokeOrphan(d, tokens)),
+    onGivenUp: () =>
+      logger.error(
+        { event: 'refresh_set_given_up' },
+        'a token set the provider issued was never written to Redis: its session will be signed out at its next refresh',
+      ),
     onRefresh: (outcome, report) => {
       metrics.refreshes.inc({ outcome });
       annotateRefresh(tracing, outcome);

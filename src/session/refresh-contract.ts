@@ -76,6 +76,11 @@ export interface RefreshCoordinatorOptions {
    * browser, whose session may hold the same grant.
    */
   onOrphaned?: (digest: string, tokens: TokenSet) => void;
+  /**
+   * A token set the provider issued was never written (Redis failed it for as long as it was
+   * kept, or until the process stopped): its session holds a spent refresh token now.
+   */
+  onGivenUp?: () => void;
 }
 
 export interface RefreshCoordinator {

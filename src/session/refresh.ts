@@ -73,6 +73,9 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
     retryMs: unsavedRetryMs,
+    onSettled: (outcome) => {
+      if (outcome === 'given-up') options.onGivenUp?.();
+    },
     // A set Redis took too late, after its session ended: the same as one whose CAS found it gone.
     onOrphaned: (digest, next) => options.onOrphaned?.(digest, next),
   });
@@ -264,6 +267,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       return inFlight.size;
     },
     async close() {
+      const closeStarted = Date.now();
       if (inFlight.size > 0) {
         let timer: NodeJS.Timeout | undefined;
         const bound = new Promise<void>((resolve) => {
@@ -272,7 +276,9 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
         await Promise.race([Promise.allSettled([...inFlight.values()]), bound]);
         clearTimeout(timer);
       }
-      await unsaved.close();
+      // What is left of the same budget: a set kept through a Redis outage that ends meanwhile
+      // is written yet.
+      await unsaved.close(Math.max(0, closeStarted + closeWaitMs - Date.now()));
     },
   };
 }

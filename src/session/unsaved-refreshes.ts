@@ -18,7 +18,7 @@
  * since the last retry (up to retryMs ago), and the process leaving must not take the only valid
  * refresh token with it.
  */
-import type { Lock } from '../redis/lock.js';
+import { sleep, type Lock } from '../redis/lock.js';
 import type { CasResult } from './records.js';
 import type { TokenSet, VersionedTokens } from './tokens.js';
 
@@ -35,8 +35,12 @@ export interface UnsavedRefreshesOptions {
   /** At most this many sets are kept (oldest dropped first). */
   max?: number;
   clock?: () => number;
-  /** A kept set was written after all (`saved`), or given up (`dropped`: expired, superseded, session gone). */
-  onSettled?: (outcome: 'saved' | 'dropped', digest: string) => void;
+  /**
+   * A kept set was written after all (`saved`), is not needed (`dropped`: superseded, session
+   * gone), or was lost (`given-up`: kept too long or too many, or Redis still failed at close):
+   * its session holds a spent refresh token now, and its next refresh will fail.
+   */
+  onSettled?: (outcome: SettledOutcome, digest: string) => void;
   /** A kept set found its session gone: nothing holds it (refresh.ts onOrphaned decides whether to revoke it). */
   onOrphaned?: (digest: string, next: TokenSet) => void;
 }
@@ -55,12 +59,15 @@ export interface UnsavedRefreshes {
   /** Sets waiting for Redis. */
   readonly size: number;
   /**
-   * Stops the retries and gives every kept set one last write (the same compare-and-set). A
-   * set that still fails is given up. Resolves once every lock is released, so Redis must still
-   * be open. Bounded by the Redis command timeout: nothing queues while Redis is down.
+   * Stops the background retries and writes every kept set (the same compare-and-set), again
+   * every retryMs for up to `waitMs` (default 0: one last write). A set that still fails is
+   * given up (onSettled `dropped`). Resolves once every lock is released, so Redis must still be
+   * open. Each try is bounded by the Redis command timeout: nothing queues while Redis is down.
    */
-  close(): Promise<void>;
+  close(waitMs?: number): Promise<void>;
 }
+
+export type SettledOutcome = 'saved' | 'dropped' | 'given-up';
 
 interface Kept {
   digest: string;
@@ -83,7 +90,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
 
   const keyOf = (digest: string, seenVersion: number) => `${digest}:${seenVersion}`;
 
-  function settle(key: string, entry: Kept, outcome: 'saved' | 'dropped'): void {
+  function settle(key: string, entry: Kept, outcome: SettledOutcome): void {
     if (kept.get(key) === entry) kept.delete(key);
     // Best effort: the lock's TTL frees it anyway.
     entry.released = entry.lock?.release().catch(() => undefined);
@@ -120,7 +127,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
   function sweep(): void {
     const now = clock();
     for (const [key, entry] of kept) {
-      if (entry.until <= now) settle(key, entry, 'dropped');
+      if (entry.until <= now) settle(key, entry, 'given-up');
       else {
         // Before the write: a lock that lapsed would let another process refresh with the spent token.
         entry.lock?.extend().catch(() => undefined);
@@ -134,7 +141,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       const key = keyOf(digest, seenVersion);
       if (!kept.has(key) && kept.size >= max) {
         const [oldestKey, oldest] = kept.entries().next().value as [string, Kept];
-        settle(oldestKey, oldest, 'dropped');
+        settle(oldestKey, oldest, 'given-up');
       }
       kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined, released: undefined });
       if (!timer) {
@@ -147,7 +154,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       const entry = kept.get(key);
       if (!entry) return undefined;
       if (entry.until <= clock()) {
-        settle(key, entry, 'dropped');
+        settle(key, entry, 'given-up');
         return undefined;
       }
       return attempt(key, entry);
@@ -155,16 +162,25 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
     get size() {
       return kept.size;
     },
-    async close() {
+    async close(waitMs = 0) {
       if (timer) clearInterval(timer);
       timer = undefined;
       const waiting = [...kept];
-      await Promise.all(
-        waiting.map(([key, entry]) => {
-          if (entry.until <= clock()) return settle(key, entry, 'dropped');
-          return attempt(key, entry).catch(() => settle(key, entry, 'dropped'));
-        }),
-      );
+      // Tried every retryMs while the budget lasts: a process stopped during a Redis outage (a
+      // deploy) dropped the set at its first failed write, the only valid refresh token with it.
+      const deadline = Date.now() + waitMs;
+      for (;;) {
+        await Promise.all(
+          [...kept].map(([key, entry]) => {
+            if (entry.until <= clock()) return settle(key, entry, 'given-up');
+            entry.lock?.extend().catch(() => undefined);
+            return attempt(key, entry).catch(() => undefined);
+          }),
+        );
+        if (kept.size === 0 || Date.now() + retryMs > deadline) break;
+        await sleep(retryMs);
+      }
+      for (const [key, entry] of [...kept]) settle(key, entry, 'given-up');
       await Promise.all(waiting.map(([, entry]) => entry.released));
     },
   };
