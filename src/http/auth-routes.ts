@@ -224,6 +224,17 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Saved form now that the record exists, so that list() prunes the entry once the session is
     // gone. Should this fail (503), the pending entry still lists and ends the session.
     await withStore(() => registry.register(sessionDigest, auth, 'saved'));
+    // An end (a provider's back-channel logout, the user's from another device) that came while
+    // this sign-in was indexed but not saved found no record to remove, and left a note: the
+    // session it would have ended is this one, which ends now instead of working on.
+    if (await withStore(() => registry.endedWithRevocation(sessionDigest))) {
+      await withStore(() => registry.end(sessionDigest, 'provider-logout'));
+      await withStore(() => destroy(req));
+      clearSessionCookie(res, config);
+      await revoke(tokens);
+      metrics.loginTransactions.inc({ outcome: 'failed' });
+      throw new GatewayError('login_required');
+    }
     await registry
       .succeed(replaced, sessionDigest)
       .then(() => registry.precede(loginCookies.othersInFlight(req, state), sessionDigest, user))

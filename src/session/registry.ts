@@ -138,7 +138,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
-    // onOrphaned). No note without a removal, nor a removal without its note.
+    // onOrphaned). No removal without its note, nor a note while a record stays.
     let stored: StoredSession | undefined;
     try {
       stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
@@ -149,6 +149,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       options.onEnded?.(sessionDigest, reason);
       throw err;
     }
+    // No record: a sign-in between its index entry and its save (pending), which the note
+    // tells to end itself once saved (the callback asks), or a session already gone.
+    if (!stored && REVOKING.has(reason)) await redis.set(keys.revokedSession(sessionDigest), reason, 'EX', REVOKED_MEMORY_SECONDS);
     // From here the session is over, whatever fails next: its streams are told on every
     // instance and its caller revokes its tokens. An index entry left behind points at a record
     // that is gone, which every reader drops.

@@ -137,3 +137,32 @@ it("a sign-in whose index entry another browser's /auth/sessions read before the
 
   await expectBothListedAndEndedBySub(laptop, phone);
 });
+
+/**
+ * The provider's back-channel logout (by sub) comes while a sign-in of that user is indexed but
+ * not saved: it found the pending entry and no record to remove, answered 200, and the save
+ * then made a session the provider had just ended, which worked on (found by red team).
+ *
+ * Fails if, in http/auth-routes.ts callback, the `registry.endedWithRevocation(sessionDigest)`
+ * check after the save is removed, or if, in session/registry.ts end, no note is left when
+ * there is no record.
+ */
+it('a back-channel logout by sub while a sign-in is indexed but not saved: that sign-in leaves no working session', async () => {
+  const { laptop, phone, held, callback } = await phoneSignInHeldAtRecordWrite();
+  try {
+    await held;
+    const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+      form: { logout_token: await provider.signLogoutToken({ sub: 'alice' }) },
+    });
+    expect(logout.status).toBe(200);
+  } finally {
+    stall.release();
+  }
+  expect((await callback).status).toBe(401);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  expect((await laptop.get(`${gwB.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  // A later sign-in of the same user is not affected by the note.
+  const again = new BrowserClient();
+  await signIn(again, gwA.url);
+  expect((await again.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+});
