@@ -24,7 +24,7 @@ import type { RefusalCooldown } from './refusal-cooldown.js';
 import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
 import type { DpopProofs } from './dpop-proofs.js';
-import { exchangedToken, exchangeFor } from './token-exchange.js';
+import { exchangedToken, exchangeFor, rememberRefusals } from './token-exchange.js';
 
 /** The signed-in part of a loaded session, as the HTTP layer found it. */
 export interface LoadedSession {
@@ -123,7 +123,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
   const skew = config.tokens.refreshSkewSeconds;
   /** Token requests of a DPoP session carry a proof of its key (RFC 9449 §5). */
   const dpopOf = (t: TokenSet): TokenDpop | undefined => (t.dpopKey ? { key: t.dpopKey, nonces: deps.dpopNonces } : undefined);
-  const exchange = (subject: string, request: Parameters<typeof exchangeToken>[2]) => exchangeToken(provider.get(), subject, request, deps.clock);
+  const exchange = rememberRefusals((subject, request) => exchangeToken(provider.get(), subject, request, deps.clock), deps.clock);
 
   /** RFC 8707: a token for one resource, from the refresh token, merged into the set. */
   function refreshForResource(resource: string, sub: string): RefreshFn {

@@ -15,6 +15,9 @@ import type { CompiledRoute } from './routes.js';
 import type { RefreshFn } from '../session/refresh.js';
 import { lifeOf, nowSeconds, type ResourceToken, type TokenSet } from '../session/tokens.js';
 import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
+import { GatewayError } from '../errors.js';
+import { digest } from '../redis/keys.js';
+import { GRANT_RETRY_MS } from './client-token.js';
 
 export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
 
@@ -58,5 +61,38 @@ export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequ
       exchangedFor: exchangeRequestKey(route.tokenExchange),
     };
     return { ...current, exchanged: { ...current.exchanged, [route.path]: token } };
+  };
+}
+
+/** At most this many refused exchanges are remembered per process (the oldest forgotten first). */
+const REFUSALS_MAX = 10_000;
+
+/**
+ * `exchange`, remembering the provider's refusals (403 insufficient_scope: the policy does not
+ * allow this audience or scope, or the subject token is no longer accepted) per subject token
+ * and exchange request: the same exchange is not asked again for 1 s, doubling to 30 s while
+ * the refusals go on (GRANT_RETRY_MS), and is answered with the refusal meanwhile. A refusal
+ * was asked again on every call of the route: each cheap call of a signed-in script, one
+ * client-authenticated grant. A new subject token (the session's token refreshed) asks afresh.
+ */
+export function rememberRefusals(exchange: Exchange, clock: () => number): Exchange {
+  const refused = new Map<string, { until: number; delayMs: number; error: GatewayError }>();
+  return async (subjectToken, request) => {
+    const key = `${digest(subjectToken)} ${exchangeRequestKey(request)}`;
+    const known = refused.get(key);
+    if (known && clock() < known.until) throw known.error;
+    try {
+      const got = await exchange(subjectToken, request);
+      refused.delete(key);
+      return got;
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'insufficient_scope') {
+        const delayMs = Math.min(GRANT_RETRY_MS.max, 2 * (known?.delayMs ?? GRANT_RETRY_MS.first / 2));
+        refused.delete(key);
+        if (refused.size >= REFUSALS_MAX) refused.delete(refused.keys().next().value as string);
+        refused.set(key, { until: clock() + delayMs, delayMs, error: err });
+      }
+      throw err;
+    }
   };
 }

@@ -113,6 +113,24 @@ describe('token exchange (RFC 8693)', () => {
     expect((await client.get(`${gw.url}/orders/1`, { headers: csrf })).status).toBe(200);
   });
 
+  // Fails if, in src/proxy/token-exchange.ts rememberRefusals, the refusal is not consulted
+  // (`if (known && clock() < known.until) throw known.error;` removed): each call of the route
+  // was one more client-authenticated exchange grant (found by red team).
+  it('asks the provider again for a refused exchange only after a backoff (1 s, doubling), not on every call', async () => {
+    const { client } = await signedIn();
+    const failures = () => provider.counters.grantFailures[EXCHANGE] ?? 0;
+    const before = failures();
+    for (let i = 0; i < 5; i++) expectErrorBody(await client.get(`${gw.url}/nowhere/x`, { headers: csrf }), 'insufficient_scope', 403);
+    expect(failures() - before).toBe(1);
+    clock.advance(1);
+    expectErrorBody(await client.get(`${gw.url}/nowhere/x`, { headers: csrf }), 'insufficient_scope', 403);
+    expect(failures() - before).toBe(2);
+    clock.advance(1);
+    expectErrorBody(await client.get(`${gw.url}/nowhere/x`, { headers: csrf }), 'insufficient_scope', 403);
+    expect(failures() - before).toBe(2);
+    expect(ledger.requests).toHaveLength(0);
+  });
+
   it('answers 403 when the provider no longer accepts the subject token (invalid_grant), without ending the session itself', async () => {
     const { client, cookie } = await signedIn();
     await provider.revokeGrantsFor('alice', 'bff-test');
