@@ -15,64 +15,28 @@
  * next, held.lock);` → the record never moves to the new set, and the other instance's call
  * fails (502, then a refresh with the spent token).
  */
-import { BrowserClient } from '../../support/browser-client.js';
-import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import type { TestProvider } from '../../support/oidc-provider.js';
-import { isGrant, startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
-import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { isGrant } from '../../support/provider-front.js';
+import { startRefreshStack, type RefreshStack } from '../../support/refresh-stack.js';
 import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
-const clock = createTestClock();
-let redis: RedisServer;
-let front: ProviderFront;
-let provider: TestProvider;
-let upstream: Upstream;
-let gw: TestGateway;
-let gw2: TestGateway;
+let stack: RefreshStack;
 
 beforeAll(async () => {
-  redis = await startRedisServer({ extraArgs: ['--appendonly', 'yes', '--appendfsync', 'always'] });
-  upstream = await startUpstream();
-  front = await startProviderFront();
-  const reserved = await reserveServer();
-  provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
-  const config = buildTestConfig({
-    issuer: front.url,
-    publicUrl: reserved.url,
-    redisUrl: redis.url,
-    // Redis is killed, not stalled: commands fail at once, so the timeout only guards a busy machine.
-    redis: { commandTimeoutMs: 3000 },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
-  });
-  gw = await startTestGateway(config, reserved, { clock });
-  gw2 = await startTestGateway(config, undefined, { clock });
+  stack = await startRefreshStack({ appendOnly: true });
 });
 
-afterAll(async () => {
-  await gw2?.close();
-  await gw?.close();
-  await provider?.close();
-  await front?.close();
-  await upstream?.close();
-  await redis?.close();
-});
+afterAll(() => stack?.close());
 
 it('keeps the rotated tokens the provider issued while Redis was down, writes them once it is back, and the session goes on everywhere', async () => {
-  const client = new BrowserClient({ timeoutMs: 10_000 });
-  await signIn(client, gw.url);
+  const { front, redis, provider, upstream, a: gw, b: gw2 } = stack;
+  const { client, cookie, before } = await stack.signedIn();
   const cookieName = gw.config.derived.sessionCookieName;
-  const cookie = client.cookies(gw.url)[cookieName] as string;
-  client.setCookie(gw2.url, cookieName, cookie);
-  const before = await tokensOfSession(gw, cookie);
-  expect(before?.refreshToken).toEqual(expect.any(String));
 
   // 1. The access token expires; Redis dies the moment the refresh grant arrives at the
   //    provider, which then answers it (rotating the refresh token).
-  clock.advance((before?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  stack.expire(before);
   let stalled = false;
   front.intercept(async (req) => {
     if (!stalled && isGrant(req, 'refresh_token')) {
@@ -93,9 +57,9 @@ it('keeps the rotated tokens the provider issued while Redis was down, writes th
   await redis.start();
   const after = await eventually('the issued token set to reach Redis', 10_000, async () => {
     const tokens = await tokensOfSession(gw, cookie);
-    return tokens && tokens.refreshToken !== before?.refreshToken ? tokens : undefined;
+    return tokens && tokens.refreshToken !== before.refreshToken ? tokens : undefined;
   }, { ignoreErrors: true });
-  expect(after.accessToken).not.toBe(before?.accessToken);
+  expect(after.accessToken).not.toBe(before.accessToken);
 
   // 3. Another instance serves the session with those tokens; the provider saw one refresh.
   upstream.reset();

@@ -13,71 +13,38 @@
  * Fails if, in src/session/refresh.ts asHolder, the `awaitUnwritten` step is skipped
  * (`if (spends)` → `if (false)` before it): B refreshes with the spent token, a second grant.
  */
-import { BrowserClient } from '../../support/browser-client.js';
-import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import type { TestProvider } from '../../support/oidc-provider.js';
-import { isGrant, startFrontedProvider, startProviderFront, type ProviderFront } from '../../support/provider-front.js';
-import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { isGrant } from '../../support/provider-front.js';
+import { startRefreshStack, type RefreshStack } from '../../support/refresh-stack.js';
 import { startTcpGate, type TcpGate } from '../../support/tcp-gate.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { eventually } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
 const csrf = { 'x-csrf': '1' };
-const clock = createTestClock();
-let redis: RedisServer;
-let gate: TcpGate;
-let front: ProviderFront;
-let provider: TestProvider;
-let upstream: Upstream;
-let a: TestGateway;
-let b: TestGateway;
+let gate: TcpGate | undefined;
+let stack: RefreshStack;
 
 beforeAll(async () => {
-  redis = await startRedisServer();
-  gate = await startTcpGate(redis.url);
-  upstream = await startUpstream();
-  front = await startProviderFront();
-  const reserved = await reserveServer();
-  provider = await startFrontedProvider(front, { clients: [gatewayClient(reserved.url)] });
-  const config = buildTestConfig({
-    issuer: front.url,
-    publicUrl: reserved.url,
-    redisUrl: redis.url,
-    redis: { commandTimeoutMs: 3000 },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
-  });
-  // A reaches Redis through the gate; B directly.
-  a = await startTestGateway({ ...config, redis: { ...config.redis, url: gate.url } }, reserved, { clock });
-  b = await startTestGateway(config, undefined, { clock });
+  // A reaches Redis through a gate; B directly.
+  stack = await startRefreshStack({ aRedisUrl: async (redisUrl) => (gate = await startTcpGate(redisUrl)).url });
 });
 
 afterAll(async () => {
-  await b?.close();
-  await a?.close();
+  await stack?.close();
   await gate?.close();
-  await provider?.close();
-  await front?.close();
-  await upstream?.close();
-  await redis?.close();
 });
 
 it("waits for the set another process got and could not write, instead of spending the same refresh token: one grant, the grant alive, the user signed in", async () => {
-  const client = new BrowserClient({ timeoutMs: 15_000 });
-  await signIn(client, a.url);
-  const name = a.config.derived.sessionCookieName;
-  const cookie = client.cookies(a.url)[name] as string;
-  client.setCookie(b.url, name, cookie);
-  const before = await tokensOfSession(b, cookie);
+  const { front, provider, a, b } = stack;
+  const open = gate as TcpGate;
+  const { client, cookie, before } = await stack.signedIn();
   const lock = b.runtime.keys.refreshLock(digest(sessionIdFromCookie(cookie)));
 
   // A refreshes; it loses Redis while the provider answers (rotating the refresh token).
-  clock.advance((before?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  stack.expire(before);
   let grants = 0;
   front.intercept((req) => {
-    if (isGrant(req, 'refresh_token') && ++grants === 1) gate.shut();
+    if (isGrant(req, 'refresh_token') && ++grants === 1) open.shut();
     return undefined;
   });
   expectErrorBody(await client.get(`${a.url}/api/echo`, { headers: csrf }), 'session_store_unavailable', 503);
@@ -87,16 +54,16 @@ it("waits for the set another process got and could not write, instead of spendi
   // B gets the session's next call; once it holds the lock, A's path to Redis comes back.
   const onB = client.get(`${b.url}/api/echo`, { headers: csrf });
   await eventually('B to take the lapsed lock', 10_000, async () => (await b.runtime.redis.exists(lock)) === 1 || undefined);
-  gate.open();
+  open.open();
   expect((await onB).status).toBe(200);
 
   expect(grants).toBe(1);
   const kept = await tokensOfSession(b, cookie);
-  expect(kept?.refreshToken).not.toBe(before?.refreshToken);
+  expect(kept?.refreshToken).not.toBe(before.refreshToken);
   expect((await provider.introspect(kept?.refreshToken as string)).active).toBe(true);
   // And the next refresh, with the token A got, works.
   front.intercept(undefined);
-  clock.advance((kept?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  stack.expire(kept as NonNullable<typeof kept>);
   expect((await client.get(`${b.url}/api/echo`, { headers: csrf })).status).toBe(200);
   expect((await tokensOfSession(b, cookie))?.refreshToken).not.toBe(kept?.refreshToken);
 }, 60_000);
