@@ -159,7 +159,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (iss === undefined ? metadata.authorization_response_iss_parameter_supported === true : iss !== metadata.issuer) {
       throw new GatewayError('invalid_request');
     }
-    // Spent (the transaction deleted) before anything else, a state being good for one callback.
+    // Spent (the transaction deleted) before the code is used, a state being good for one callback.
     loginCookies.clear(res, state);
     const tx = await withStore(() => transactions.take(state, digest(binding)));
     if (!tx) throw unknownState();
@@ -224,9 +224,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Saved form now that the record exists, so that list() prunes the entry once the session is
     // gone. Should this fail (503), the pending entry still lists and ends the session.
     await withStore(() => registry.register(sessionDigest, auth, 'saved'));
-    // An end (a provider's back-channel logout, the user's from another device) that came while
-    // this sign-in was indexed but not saved found no record to remove, and left a note: the
-    // session it would have ended is this one, which ends now instead of working on.
+    // A provider's back-channel logout that came while this sign-in was indexed but not saved
+    // found no record to remove, and left a note: the session it would have ended is this one,
+    // which ends now instead of working on.
     if (await withStore(() => registry.endedWithRevocation(sessionDigest))) {
       await withStore(() => registry.end(sessionDigest, 'provider-logout'));
       await withStore(() => destroy(req));

@@ -26,8 +26,7 @@ export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession 
 /** GET and DEL the record; when it was there and ARGV[1] names a revoking end, SET the marker (same {digest} slot). */
 const TAKE = `
 local val = redis.call('GET', KEYS[1])
-if not val then return false end
-redis.call('DEL', KEYS[1])
+if val then redis.call('DEL', KEYS[1]) end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
 return val
 `;
@@ -90,7 +89,9 @@ export interface SessionRecords {
    * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot
    * write a newer token set in between, to be deleted unseen). With `revokedFor`, an end whose
    * caller revokes the tokens, it is remembered as such for `ttlSeconds` (keys.revokedSession),
-   * in the same step and only if there was a record.
+   * in the same step, and also when there was no record: a sign-in between its index entry and
+   * its save (the one a back-channel logout finds then) ends itself when it finds the note.
+   * A removal that fails leaves no note.
    */
   take(digest: string, revokedFor?: { reason: string; ttlSeconds: number }): Promise<StoredSession | undefined>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */

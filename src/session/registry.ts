@@ -13,6 +13,7 @@
  */
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
+import { timedOut } from '../redis/errors.js';
 import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
@@ -138,20 +139,19 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
-    // onOrphaned). No removal without its note, nor a note while a record stays.
+    // onOrphaned). No removal without its note, and a note without a record too: a sign-in
+    // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     try {
       stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
     } catch (err) {
       // A command that timed out may still run (a latency spike): the session's streams on every
       // instance are told all the same, or they stayed open on a session gone for good. Should
-      // it have survived, a page whose stream closed reads it again on its next call.
-      options.onEnded?.(sessionDigest, reason);
+      // it have survived, a page whose stream closed reads it again on its next call. One that
+      // was never sent (Redis away) ended nothing, and is not announced.
+      if (timedOut(err)) options.onEnded?.(sessionDigest, reason);
       throw err;
     }
-    // No record: a sign-in between its index entry and its save (pending), which the note
-    // tells to end itself once saved (the callback asks), or a session already gone.
-    if (!stored && REVOKING.has(reason)) await redis.set(keys.revokedSession(sessionDigest), reason, 'EX', REVOKED_MEMORY_SECONDS);
     // From here the session is over, whatever fails next: its streams are told on every
     // instance and its caller revokes its tokens. An index entry left behind points at a record
     // that is gone, which every reader drops.

@@ -144,8 +144,8 @@ it("a sign-in whose index entry another browser's /auth/sessions read before the
  * then made a session the provider had just ended, which worked on (found by red team).
  *
  * Fails if, in http/auth-routes.ts callback, the `registry.endedWithRevocation(sessionDigest)`
- * check after the save is removed, or if, in session/registry.ts end, no note is left when
- * there is no record.
+ * check after the save is removed, or if session/records.ts TAKE writes its note only when
+ * there is a record (`if not val then return false end` first).
  */
 it('a back-channel logout by sub while a sign-in is indexed but not saved: that sign-in leaves no working session', async () => {
   const { laptop, phone, held, callback } = await phoneSignInHeldAtRecordWrite();

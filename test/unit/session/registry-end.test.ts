@@ -1,0 +1,73 @@
+/**
+ * registry.end when Redis fails the removal (session/registry.ts): a command that timed out may
+ * still run, so the end is announced (other instances' streams close); one refused or never
+ * sent ended nothing, so it is not (a page was told "your session has ended" while it worked).
+ * And an end that finds no record still leaves its note (the TAKE script), in the same step.
+ *
+ * Fails if, in registry.end, the announcement is made on any failure (`if (timedOut(err))`
+ * dropped), or never (the line removed); or if TAKE writes the note only with a record.
+ */
+import { randomBytes } from 'node:crypto';
+import { createSealer } from '../../../src/crypto/seal.js';
+import { createKeys, digest } from '../../../src/redis/keys.js';
+import { createMemoryRedis } from '../../../src/redis/memory.js';
+import type { RedisClient } from '../../../src/redis/client.js';
+import type { AuthData } from '../../../src/session/data.js';
+import { createSessionRecords } from '../../../src/session/records.js';
+import { createSessionRegistry } from '../../../src/session/registry.js';
+
+/** The memory Redis, whose commands fail with `failure` while it is set. */
+function failingRedis() {
+  const raw = createMemoryRedis();
+  const state: { failure: Error | undefined } = { failure: undefined };
+  const redis = new Proxy(raw, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => (state.failure ? Promise.reject(state.failure) : (value as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  }) as RedisClient;
+  return { redis, state };
+}
+
+async function setUp() {
+  const { redis, state } = failingRedis();
+  const keys = createKeys('registry-end:');
+  const base = { keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
+  const records = createSessionRecords({ ...base, redis, sealer: createSealer([randomBytes(32).toString('base64')]) });
+  const announced: string[] = [];
+  const registry = createSessionRegistry({ ...base, redis, records, onEnded: (d, reason) => announced.push(`${d} ${reason}`) });
+  const auth: AuthData = { handle: 'h', sub: 'alice', iss: 'https://idp.example', claims: {}, scopes: ['openid'], createdAt: Date.now() };
+  const d = digest(randomBytes(16).toString('hex'));
+  await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, auth, cookie: { path: '/' } });
+  return { redis, state, keys, records, registry, announced, d };
+}
+
+describe('registry.end when Redis fails the removal', () => {
+  it('announces an end whose command timed out (it may still run)', async () => {
+    const { state, registry, announced, d } = await setUp();
+    state.failure = new Error('Command timed out');
+    await expect(registry.end(d, 'revoked')).rejects.toThrow('Command timed out');
+    expect(announced).toEqual([`${d} revoked`]);
+  });
+
+  it('does not announce an end Redis never ran (refused, or never sent while it was away)', async () => {
+    const { state, records, registry, announced, d } = await setUp();
+    state.failure = new Error("Stream isn't writeable and enableOfflineQueue options is false");
+    await expect(registry.end(d, 'revoked')).rejects.toThrow(/enableOfflineQueue/);
+    state.failure = undefined;
+    expect(await records.peek(d)).toBeDefined();
+    expect(announced).toEqual([]);
+  });
+
+  it('leaves the note of a revoking end even without a record, in the same step', async () => {
+    const { redis, keys, registry, d } = await setUp();
+    const pending = digest('a sign-in not saved yet');
+    expect(await registry.end(pending, 'provider-logout')).toBeUndefined();
+    expect(await redis.get(keys.revokedSession(pending))).toBe('provider-logout');
+    expect(await registry.endedWithRevocation(pending)).toBe(true);
+    // Not for an end that revokes nothing (a new sign-in of the browser replaced it).
+    expect(await registry.end(d, 'replaced')).toBeDefined();
+    expect(await registry.endedWithRevocation(d)).toBe(false);
+  });
+});
