@@ -270,9 +270,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onClose: (cleanup) => void cleanups.push(cleanup),
     async close() {
       for (const cleanup of cleanups.splice(0)) await cleanup();
-      // Before Redis is closed: refreshes under way are waited for (bounded), token sets still
-      // waiting for Redis get one last write (their rotated refresh token is the only valid
-      // one), and their refresh locks are released.
+      // Before Redis is closed: refreshes under way are waited for, token sets still waiting for
+      // Redis are written again until the same bound (their rotated refresh token is the only
+      // valid one), and their refresh locks are released.
       if (coordinator.refreshing > 0) logger.info({ event: 'shutdown_refreshes', refreshing: coordinator.refreshing }, 'waiting for the refreshes under way');
       if (revoke.underWay() > 0) logger.info({ event: 'shutdown_revocations', revoking: revoke.underWay() }, 'waiting for the revocations under way');
       // In one bound: the refreshes first, as their last writes may orphan a set whose

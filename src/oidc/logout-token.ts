@@ -38,9 +38,9 @@ const ACCEPTED_TYP = new Set(['logout+jwt', 'application/logout+jwt', 'jwt', 'ap
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** A non-empty string; undefined when absent, null when present as anything else. */
+/** A non-empty string; undefined when absent, null when present as anything else (an empty string too). */
 const identifier = (value: unknown): string | undefined | null =>
-  value === undefined || value === '' ? undefined : typeof value === 'string' ? value : null;
+  value === undefined ? undefined : typeof value === 'string' && value !== '' ? value : null;
 
 const refuse = (reason: string, cause?: unknown) =>
   new GatewayError('invalid_request', { description: `The logout_token was refused: ${reason}.`, cause });

@@ -138,7 +138,10 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
   const unsent = new Map<string, { message: string; until: number }>();
   let resendTimer: NodeJS.Timeout | undefined;
   let resending = false;
+  let closed = false;
   function resendLater(sessionDigest: string, message: string): void {
+    // A publish that fails after close() (in flight at shutdown) has no transport left to retry on.
+    if (closed) return;
     unsent.delete(sessionDigest);
     if (unsent.size >= RECENT_END_MAX) unsent.delete(unsent.keys().next().value as string);
     unsent.set(sessionDigest, { message, until: clock() + RECENT_END_MS });
@@ -234,6 +237,7 @@ export function createSessionEvents(options: SessionEventsOptions = {}): Session
       reconnectListeners.push(listener);
     },
     async close() {
+      closed = true;
       if (resendTimer) clearInterval(resendTimer);
       resendTimer = undefined;
       unsent.clear();

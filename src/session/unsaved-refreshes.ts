@@ -14,9 +14,9 @@
  * the set is written or given up: another process that took the lock meanwhile would read the
  * old version and refresh with the spent refresh token (invalid_grant: signed out).
  *
- * At shutdown each kept set gets one last write before Redis is closed. Redis may have come back
- * since the last retry (up to retryMs ago), and the process leaving must not take the only valid
- * refresh token with it.
+ * At shutdown each kept set is written again before Redis is closed, every retryMs for what is
+ * left of the shutdown budget: Redis may have come back since the last retry, or come back
+ * meanwhile, and the process leaving must not take the only valid refresh token with it.
  */
 import { sleep, type Lock } from '../redis/lock.js';
 import type { CasResult } from './records.js';
@@ -61,7 +61,7 @@ export interface UnsavedRefreshes {
   /**
    * Stops the background retries and writes every kept set (the same compare-and-set), again
    * every retryMs for up to `waitMs` (default 0: one last write). A set that still fails is
-   * given up (onSettled `dropped`). Resolves once every lock is released, so Redis must still be
+   * given up (onSettled `given-up`). Resolves once every lock is released, so Redis must still be
    * open. Each try is bounded by the Redis command timeout: nothing queues while Redis is down.
    */
   close(waitMs?: number): Promise<void>;

@@ -122,6 +122,34 @@ describe('session events', () => {
     }
   });
 
+  // Fails if, in src/session/events.ts resendLater, the `if (closed) return;` guard is removed: a
+  // publish in flight at shutdown that failed after close() re-armed the resend timer, which
+  // published on the closed transport every second for a minute (found by review).
+  it('sends nothing again once closed, and leaves no timer', async () => {
+    jest.useFakeTimers();
+    try {
+      let publishes = 0;
+      let failFirst: (e: Error) => void = () => undefined;
+      const transport: BusTransport = {
+        publish: () => {
+          publishes += 1;
+          if (publishes === 1) return new Promise<void>((_, reject) => (failFirst = reject));
+          return Promise.reject(new Error('closed'));
+        },
+        listen: () => undefined,
+        close: async () => undefined,
+      };
+      const events = createSessionEvents({ transport });
+      events.publish(D1, { type: 'signed-out', reason: 'logout' });
+      await events.close();
+      failFirst(new Error('connection lost'));
+      await jest.advanceTimersByTimeAsync(10_000);
+      expect({ publishes, timers: jest.getTimerCount() }).toEqual({ publishes: 1, timers: 0 });
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it.each([
     ['not JSON', 'nope'],
     ['an unknown kind', JSON.stringify({ o: 'x', d: D1, t: 1, e: { type: 'tokens', access_token: 'secret' } })],
