@@ -187,15 +187,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
     // A sign-in while already signed in replaces that session entirely: the one whose cookie
     // came with this request (SameSite=Lax) and the one noted at /auth/login (Strict cookies
-    // are not sent on the provider's cross-site redirect back); once saved, also another
-    // sign-in's that replaced them meanwhile (two tabs; a failure there does not fail this one).
+    // are not sent on the provider's cross-site redirect back); once saved, also the sessions
+    // other sign-ins of this browser made meanwhile (two tabs; see `rivals` below).
     const replaced = new Set<string>();
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
-    // And the one another sign-in of this browser made while this one was in flight.
-    const user = userDigest(signIn.claims.iss, signIn.claims.sub);
-    const predecessor = await registry.predecessor(tx.binding, user).catch(successionFailed);
-    if (predecessor) replaced.add(predecessor);
     for (const old of replaced) await withStore(() => registry.end(old, 'replaced'));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
@@ -235,10 +231,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       metrics.loginTransactions.inc({ outcome: 'failed' });
       throw new GatewayError('login_required');
     }
-    await registry
-      .succeed(replaced, sessionDigest)
-      .then(() => registry.precede(loginCookies.othersInFlight(req, state), sessionDigest, user))
-      .catch(successionFailed);
+    // The sessions this browser's other sign-ins made meanwhile, which this one's cookie
+    // overwrites, end too. A failure there does not fail this sign-in.
+    const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: userDigest(claims.iss, claims.sub) };
+    await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed);
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

@@ -40,13 +40,16 @@ export interface Keys {
   dpopNonce(originDigest: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
-  /** A session whose end revoked its tokens (session/registry.ts REVOKING), remembered for a while. */
-  revokedSession(sessionDigest: string): string;
+  /** A session's end and its reason, remembered for a while (session/registry.ts end). */
+  endedSession(sessionDigest: string): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
   successor(sessionDigest: string): string;
   /** The version of a session's token set whose refresh-token grant is under way (session/refresh.ts). */
   refreshing(sessionDigest: string): string;
-  /** The session another sign-in of the same browser made while this one was in flight, by digest of its login cookie (registry.precede). */
+  /**
+   * The session another sign-in of the same browser made while this one was in flight, by digest
+   * of its login cookie, or of the pair of two sign-ins' login cookies (registry.rivals).
+   */
   predecessor(bindingDigest: string): string;
 }
 
@@ -66,7 +69,7 @@ export function createKeys(prefix: string): Keys {
     refusedClientToken: (k) => `${prefix}cc-refused:{${k}}`,
     dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
-    revokedSession: (d) => `${prefix}revoked-sess:{${d}}`,
+    endedSession: (d) => `${prefix}ended-sess:{${d}}`,
     successor: (d) => `${prefix}successor:{${d}}`,
     predecessor: (d) => `${prefix}predecessor:${d}`,
     refreshing: (d) => `${prefix}refreshing:{${d}}`,

@@ -31,10 +31,16 @@ if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
 return val
 `;
 
-/** SET the whole record, but keep the stored token set if its version is newer. */
+/**
+ * SET the whole record, but keep the stored token set if its version is newer; and never bring
+ * back a session that was ended (its note, KEYS[2]): express-session saves a sign-in's record
+ * again as its answer ends, after an end that came meanwhile (another tab's sign-in, a
+ * back-channel logout) had removed it.
+ */
 const WRITE_RECORD = `
 local val = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
+if not cur and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 if cur then
   local tv, tok = string.match(cur, '^{"tv":(%d+),"tok":"([%w%._%-]*)"')
   if tv and tonumber(tv) > tonumber(ARGV[2]) then
@@ -87,13 +93,13 @@ export interface SessionRecords {
   remove(digest: string): Promise<void>;
   /**
    * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot
-   * write a newer token set in between, to be deleted unseen). With `revokedFor`, an end whose
-   * caller revokes the tokens, it is remembered as such for `ttlSeconds` (keys.revokedSession),
-   * in the same step, and also when there was no record: a sign-in between its index entry and
-   * its save (the one a back-channel logout finds then) ends itself when it finds the note.
-   * A removal that fails leaves no note.
+   * write a newer token set in between, to be deleted unseen). With `endedFor`, the end is
+   * remembered with its reason for `ttlSeconds` (keys.endedSession), in the same step, and also
+   * when there was no record: a sign-in between its index entry and its save (the one a
+   * back-channel logout finds then) ends itself when it finds the note, and write() never
+   * brings the record back. A removal that fails leaves no note.
    */
-  take(digest: string, revokedFor?: { reason: string; ttlSeconds: number }): Promise<StoredSession | undefined>;
+  take(digest: string, endedFor?: { reason: string; ttlSeconds: number }): Promise<StoredSession | undefined>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -208,7 +214,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     async write(digest, session) {
       const text = codec.serialize(digest, session);
       await timed('session_write', () =>
-        redis.eval(WRITE_RECORD, 1, keys.session(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
+        redis.eval(WRITE_RECORD, 2, keys.session(digest), keys.endedSession(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
       );
     },
     async casTokens(digest, expectedVersion, next) {
@@ -221,9 +227,9 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     async remove(digest) {
       await timed('session_delete', () => redis.del(keys.session(digest)));
     },
-    async take(digest, revokedFor) {
+    async take(digest, endedFor) {
       const text = await timed('session_delete', () =>
-        redis.eval(TAKE, 2, keys.session(digest), keys.revokedSession(digest), revokedFor?.reason ?? '', revokedFor?.ttlSeconds ?? 0),
+        redis.eval(TAKE, 2, keys.session(digest), keys.endedSession(digest), endedFor?.reason ?? '', endedFor?.ttlSeconds ?? 0),
       );
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },

@@ -60,17 +60,17 @@ export interface SessionRegistry {
    */
   succeed(replaced: Iterable<string>, successor: string): Promise<void>;
   /**
-   * Notes `successor` for each sign-in this browser still has in flight (by the digest of its
-   * login cookie, which came with the callback that made `successor`), for as long as a sign-in
-   * may take: the later one to complete overwrites `successor`'s cookie, and ends it
-   * (predecessor()). Two first sign-ins (two tabs, no session yet) left one session behind.
+   * The sessions other sign-ins of this browser made that `successor` (the sign-in whose login
+   * cookie's digest is `own`) overwrites in the browser, to be ended: one that completed before
+   * it and noted itself for it, and one completing at the same time (the two callbacks carry
+   * each other's login cookies: `inFlight`, and the later of the two to note itself on their
+   * pair finds the earlier). Then notes `successor` for each sign-in still in flight, for as long
+   * as a sign-in may take. Only the same user's: a login cookie planted in another's browser
+   * cannot end their session. Two first sign-ins (two tabs, no session yet) left one behind.
    */
-  precede(inFlight: Iterable<string>, successor: string, user: string): Promise<void>;
-  /**
-   * The session noted for this sign-in (the digest of its login cookie) by precede(), when it
-   * is the same user's: a login cookie planted in another's browser cannot end their session.
-   */
-  predecessor(binding: string, user: string): Promise<string | undefined>;
+  rivals(own: string, inFlight: readonly string[], successor: string, user: string): Promise<string[]>;
+  /** After a sign-in is saved: ends its rivals, then notes it as the successor of those and of `replaced`. */
+  supersede(replaced: Iterable<string>, successor: string, signIn: { own: string; inFlight: readonly string[]; user: string }): Promise<void>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /**
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
@@ -127,7 +127,7 @@ const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider
  * As long as a set kept for Redis may still be written (and so orphaned): longer than any
  * refresh takes too (a DPoP refresh with a nonce retry: about 21 s).
  */
-const REVOKED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
+const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
 
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
@@ -143,7 +143,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     try {
-      stored = await records.take(sessionDigest, REVOKING.has(reason) ? { reason, ttlSeconds: REVOKED_MEMORY_SECONDS } : undefined);
+      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS });
     } catch (err) {
       // A command that timed out may still run (a latency spike): the session's streams on every
       // instance are told all the same, or they stayed open on a session gone for good. Should
@@ -215,17 +215,29 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
         }
       }
     },
-    async precede(inFlight, successor, user) {
-      for (const binding of inFlight) {
-        await redis.set(keys.predecessor(binding), `${successor} ${user}`, 'EX', TRANSACTION_TTL_SECONDS);
+    async rivals(own, inFlight, successor, user) {
+      const note = `${successor} ${user}`;
+      const found = new Set<string>();
+      const consider = (value: unknown) => {
+        const [sessionDigest, of] = typeof value === 'string' ? value.split(' ') : [];
+        if (sessionDigest && of === user && sessionDigest !== successor) found.add(sessionDigest);
+      };
+      consider(await redis.get(keys.predecessor(own)));
+      // In one step per pair (GET then SET): of two callbacks at once, exactly one finds the other.
+      for (const other of inFlight) {
+        const pair = digest([own, other].sort().join(' '));
+        consider(await redis.eval(SUCCEED, 1, keys.predecessor(pair), note, String(TRANSACTION_TTL_SECONDS)));
       }
+      for (const other of inFlight) await redis.set(keys.predecessor(other), note, 'EX', TRANSACTION_TTL_SECONDS);
+      return [...found];
     },
-    async predecessor(binding, user) {
-      const [sessionDigest, of] = (await redis.get(keys.predecessor(binding)))?.split(' ') ?? [];
-      return of === user ? sessionDigest : undefined;
+    async supersede(replaced, successor, { own, inFlight, user }) {
+      const rivals = await this.rivals(own, inFlight, successor, user);
+      for (const rival of rivals) await end(rival, 'replaced');
+      await this.succeed([...replaced, ...rivals], successor);
     },
     async endedWithRevocation(sessionDigest) {
-      return (await redis.exists(keys.revokedSession(sessionDigest))) === 1;
+      return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
     },
     async list(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));

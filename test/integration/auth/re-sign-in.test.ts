@@ -139,9 +139,10 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(last)).status).toBe(200);
   });
 
-  // Fails if, in src/http/auth-routes.ts callback, `if (predecessor) replaced.add(predecessor);`
-  // is removed: the first tab's session lived on unseen, its cookie overwritten by the second's
-  // (no session to note at /auth/login, and the Strict cookie is not sent to the callback).
+  // Fails if, in src/session/registry.ts rivals, the note left for this sign-in is not read
+  // (`consider(await redis.get(keys.predecessor(own)))` removed): the first tab's session lived
+  // on unseen, its cookie overwritten by the second's (no session to note at /auth/login, and
+  // the Strict cookie is not sent to the callback).
   it('two tabs signing in at once with no session yet: the browser keeps one session, and its sign-out ends all', async () => {
     const client = new BrowserClient();
     const [callbackA, callbackB] = [await loginAgain(client), await loginAgain(client)];
@@ -155,8 +156,28 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     for (const cookie of [first, second]) expect((await userWith(cookie)).status).toBe(401);
   });
 
-  // Fails if, in src/session/registry.ts predecessor, the user is not compared (`of === user ?`
-  // → `true ?`): a login cookie of another's sign-in, planted in a browser (cookie tossing from
+  // Fails in most runs (4 of 5 here; test/unit/session/registry-rivals.test.ts pins it) if, in
+  // src/session/registry.ts rivals, the step per pair is skipped: each of two callbacks at once
+  // read the other's note before it was written, and both sessions lived (found by review). And
+  // it failed in most runs before records.ts WRITE_RECORD consulted the end's note: the session
+  // ended by the other callback was saved back as its own answer ended.
+  it('two tabs whose callbacks come back at once, with no session yet: one of the two sessions lives', async () => {
+    const client = new BrowserClient();
+    const [callbackA, callbackB] = [await loginAgain(client), await loginAgain(client)];
+    // Both go out before either answer is taken in: each carries the other's login cookie.
+    const answers = await Promise.all([callbackA, callbackB].map((callback) => client.get(callback, { crossSite: true })));
+    const cookies = answers.map((answer) => {
+      expect(answer.status).toBe(302);
+      const set = answer.headers.getSetCookie().find((c) => c.startsWith(`${cookieName()}=`)) as string;
+      return set.slice(cookieName().length + 1).split(';')[0] as string;
+    });
+    expect(new Set(cookies).size).toBe(2);
+    const alive = await Promise.all(cookies.map(async (cookie) => (await userWith(cookie)).status === 200));
+    expect(alive.filter(Boolean)).toHaveLength(1);
+  });
+
+  // Fails if, in src/session/registry.ts rivals, the user is not compared (`of === user` →
+  // `true`): a login cookie of another's sign-in, planted in a browser (cookie tossing from
   // a sibling domain, where __Host- is not in use), let that sign-in end the browser's session.
   it("another user's sign-in, whose login cookie was planted in this browser, ends nothing of it", async () => {
     const attacker = new BrowserClient();

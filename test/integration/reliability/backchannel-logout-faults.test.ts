@@ -135,7 +135,7 @@ describe('ending a session while Redis refuses its index cleanup', () => {
   });
 
   // Fails if, in session/registry.ts end, the note that the end revokes is written by a
-  // command of its own before the record's removal (`await redis.set(keys.revokedSession(...))`
+  // command of its own before the record's removal (`await redis.set(keys.endedSession(...))`
   // then `records.remove(...)`, as at 8fe429c): the note outlived the failed logout, and a
   // refresh orphaned later by a new sign-in of the same browser revoked the shared grant.
   it('a logout whose removal Redis refuses: 503, the session as it was, and no note that it was revoked', async () => {
@@ -146,7 +146,7 @@ describe('ending a session while Redis refuses its index cleanup', () => {
     const res = await alice.post(`${stack.gateway.url}/auth/logout`, { headers: csrf });
     await allow('del');
     expectErrorBody(res, 'session_store_unavailable', 503);
-    expect(await admin.exists(stack.gateway.runtime.keys.revokedSession(sessionDigest))).toBe(0);
+    expect(await admin.exists(stack.gateway.runtime.keys.endedSession(sessionDigest))).toBe(0);
     expect(await userStatus(alice)).toBe(200);
   });
 

@@ -2,7 +2,8 @@
  * registry.end when Redis fails the removal (session/registry.ts): a command that timed out may
  * still run, so the end is announced (other instances' streams close); one refused or never
  * sent ended nothing, so it is not (a page was told "your session has ended" while it worked).
- * And an end that finds no record still leaves its note (the TAKE script), in the same step.
+ * An end leaves its note (the TAKE script) in the same step, with or without a record, and a
+ * whole-record write never brings an ended session back.
  *
  * Fails if, in registry.end, the announcement is made on any failure (`if (timedOut(err))`
  * dropped), or never (the line removed); or if TAKE writes the note only with a record.
@@ -64,10 +65,26 @@ describe('registry.end when Redis fails the removal', () => {
     const { redis, keys, registry, d } = await setUp();
     const pending = digest('a sign-in not saved yet');
     expect(await registry.end(pending, 'provider-logout')).toBeUndefined();
-    expect(await redis.get(keys.revokedSession(pending))).toBe('provider-logout');
+    expect(await redis.get(keys.endedSession(pending))).toBe('provider-logout');
     expect(await registry.endedWithRevocation(pending)).toBe(true);
-    // Not for an end that revokes nothing (a new sign-in of the browser replaced it).
+    // Noted, but not as revoking, for an end that revokes nothing (a new sign-in replaced it).
     expect(await registry.end(d, 'replaced')).toBeDefined();
+    expect(await redis.get(keys.endedSession(d))).toBe('replaced');
     expect(await registry.endedWithRevocation(d)).toBe(false);
+  });
+
+  // Fails if, in session/records.ts WRITE_RECORD, the note is not consulted (its EXISTS line
+  // removed): express-session's save at the end of a sign-in's answer brought back a session
+  // that another tab's sign-in (or a back-channel logout) had just ended (found by review).
+  it('never brings back an ended session with a whole-record write; a live one is written as usual', async () => {
+    const { records, registry, d } = await setUp();
+    const stored = await records.peek(d);
+    if (!stored) throw new Error('no record');
+    await registry.end(d, 'replaced');
+    await records.write(d, stored);
+    expect(await records.peek(d)).toBeUndefined();
+    const live = digest('another session');
+    await records.write(live, stored);
+    expect(await records.peek(live)).toBeDefined();
   });
 });
