@@ -10,11 +10,14 @@ export function storeUnavailable(cause: unknown): GatewayError {
 }
 
 /**
- * A command that ran out of `redis.commandTimeoutMs` (deadlines.ts, or ioredis's own on Cluster,
- * both with this message): unlike one refused or never sent, it may still run.
+ * Whether a failed command may still have run: it timed out (deadlines.ts, or ioredis's own on
+ * Cluster), or its connection dropped with it sent (MaxRetriesPerRequestError). Not when Redis
+ * answered with an error (a ReplyError: a script that failed stops there; ACL, OOM), nor when
+ * it was never sent (the offline queue is off: Redis away, or the connection already closed).
  */
-export function timedOut(err: unknown): boolean {
-  return err instanceof Error && err.message === 'Command timed out';
+export function mayHaveRun(err: unknown): boolean {
+  if (!(err instanceof Error) || err.name === 'ReplyError') return false;
+  return !/enableOfflineQueue|Connection is closed/.test(err.message);
 }
 
 /** Runs a Redis operation, turning its failure into session_store_unavailable. */

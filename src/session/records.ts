@@ -23,11 +23,18 @@ import { createRecordCodec, type StoredSession } from './record-codec.js';
 
 export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession } from './record-codec.js';
 
-/** GET and DEL the record; when it was there and ARGV[1] names a revoking end, SET the marker (same {digest} slot). */
+/**
+ * GET and DEL the record, then note the end (ARGV[1], its reason; KEYS[2], same {digest} slot),
+ * record or not; an end that revokes (ARGV[3] '1') replaces an earlier note, one that does not
+ * never replaces it: a later `replaced` end of a session already logged out would otherwise
+ * hide that its tokens are to be revoked.
+ */
 const TAKE = `
 local val = redis.call('GET', KEYS[1])
 if val then redis.call('DEL', KEYS[1]) end
-if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
+if ARGV[1] ~= '' and (ARGV[3] == '1' or redis.call('EXISTS', KEYS[2]) == 0) then
+  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+end
 return val
 `;
 
@@ -99,7 +106,7 @@ export interface SessionRecords {
    * back-channel logout finds then) ends itself when it finds the note, and write() never
    * brings the record back. A removal that fails leaves no note.
    */
-  take(digest: string, endedFor?: { reason: string; ttlSeconds: number }): Promise<StoredSession | undefined>;
+  take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean }): Promise<StoredSession | undefined>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -229,7 +236,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     },
     async take(digest, endedFor) {
       const text = await timed('session_delete', () =>
-        redis.eval(TAKE, 2, keys.session(digest), keys.endedSession(digest), endedFor?.reason ?? '', endedFor?.ttlSeconds ?? 0),
+        redis.eval(TAKE, 2, keys.session(digest), keys.endedSession(digest), endedFor?.reason ?? '', endedFor?.ttlSeconds ?? 0, endedFor?.revokes ? '1' : '0'),
       );
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },

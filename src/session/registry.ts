@@ -13,7 +13,7 @@
  */
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
-import { timedOut } from '../redis/errors.js';
+import { mayHaveRun } from '../redis/errors.js';
 import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
@@ -48,8 +48,8 @@ export interface SessionRegistry {
   end(sessionDigest: string, reason?: EndReason): Promise<StoredSession | undefined>;
   /**
    * Whether the session was ended, within the last ten minutes, by an end that revokes its
-   * tokens (REVOKING); not by a new sign-in of the same browser (`replaced`), which may share the
-   * provider's grant, nor by a timeout.
+   * tokens (REVOKING), whatever ended it again after; not only by a new sign-in of the same
+   * browser (`replaced`), which may share the provider's grant, nor by a timeout.
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
   /**
@@ -143,13 +143,14 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     try {
-      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS });
+      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS, revokes: REVOKING.has(reason) });
     } catch (err) {
-      // A command that timed out may still run (a latency spike): the session's streams on every
-      // instance are told all the same, or they stayed open on a session gone for good. Should
-      // it have survived, a page whose stream closed reads it again on its next call. One that
-      // was never sent (Redis away) ended nothing, and is not announced.
-      if (timedOut(err)) options.onEnded?.(sessionDigest, reason);
+      // A command that may have run (it timed out, or its connection dropped with it in flight)
+      // ended the session as far as anyone knows: its streams on every instance are told all
+      // the same, or they stayed open on a session gone for good. Should it have survived, a
+      // page whose stream closed reads it again on its next call. One that Redis refused, or
+      // that was never sent (Redis away), ended nothing, and is not announced.
+      if (mayHaveRun(err)) options.onEnded?.(sessionDigest, reason);
       throw err;
     }
     // From here the session is over, whatever fails next: its streams are told on every

@@ -19,12 +19,14 @@ import { startRedisServer, type RedisServer } from '../../support/redis-server.j
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
 import { startTcpGate, type TcpGate } from '../../support/tcp-gate.js';
 import { sessionIdFromCookie } from '../../support/assertions.js';
-import { eventually } from '../../support/wait.js';
+import { eventually, withTimeout } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
 const csrf = { 'x-csrf': '1' };
 /** Unique to the TAKE script of session/records.ts (a session's end). */
-const TAKE = "if ARGV[1] ~= '' then redis.call('SET', KEYS[2]";
+const TAKE = "(ARGV[3] == '1' or redis.call('EXISTS', KEYS[2]) == 0)";
+/** A held command shows up within this, or the marker no longer matches what is sent. */
+const HELD_MS = 10_000;
 /** Told within this, once the ending instance reaches Redis. */
 const TOLD_MS = 10_000;
 
@@ -75,7 +77,7 @@ it("a back-channel logout whose removal times out but lands: the other instance'
   try {
     const held = stall.holdAt(TAKE);
     const delivery = new BrowserClient().post(`${b.url}/auth/backchannel-logout`, { form: { logout_token: await provider.signLogoutToken({ sub: 'bob' }) } });
-    await held;
+    await withTimeout(held, HELD_MS, 'the TAKE script on the wire (is its text still matched?)');
     expect((await delivery).status).toBe(503);
     stall.release();
     await eventually('the removal to land', TOLD_MS, async () => (await recordExists(cookie)) === 0 || undefined);
@@ -96,7 +98,7 @@ it("a DELETE /auth/sessions/{id} whose ending instance loses Redis right after t
     // The index clean-up after the removal is held, then B's link to Redis drops.
     const held = stall.holdAt('$4\r\nhdel\r\n');
     const ended = laptop.client.request('DELETE', `${b.url}/auth/sessions/${phoneSession}`, { headers: csrf });
-    await held;
+    await withTimeout(held, HELD_MS, 'the index clean-up (HDEL) on the wire');
     gate.shut();
     expect((await ended).status).toBe(204);
     stall.release();

@@ -5,8 +5,10 @@
  * An end leaves its note (the TAKE script) in the same step, with or without a record, and a
  * whole-record write never brings an ended session back.
  *
- * Fails if, in registry.end, the announcement is made on any failure (`if (timedOut(err))`
- * dropped), or never (the line removed); or if TAKE writes the note only with a record.
+ * Fails if, in registry.end, the announcement is made on any failure (`if (mayHaveRun(err))`
+ * dropped), or never (the line removed); if redis/errors.ts mayHaveRun takes a dropped
+ * connection for a command never sent; if TAKE writes the note only with a record, or lets a
+ * later end that does not revoke replace one that does (`ARGV[3] == '1' or` → `true or`).
  */
 import { randomBytes } from 'node:crypto';
 import { createSealer } from '../../../src/crypto/seal.js';
@@ -52,13 +54,33 @@ describe('registry.end when Redis fails the removal', () => {
     expect(announced).toEqual([`${d} revoked`]);
   });
 
-  it('does not announce an end Redis never ran (refused, or never sent while it was away)', async () => {
+  it('announces an end whose connection dropped with it sent (it may have run)', async () => {
+    const { state, registry, announced, d } = await setUp();
+    state.failure = Object.assign(new Error('Reached the max retries per request limit (which is 0).'), { name: 'MaxRetriesPerRequestError' });
+    await expect(registry.end(d, 'logout')).rejects.toThrow(/max retries/);
+    expect(announced).toEqual([`${d} logout`]);
+  });
+
+  it.each([
+    ['never sent while Redis was away', Object.assign(new Error("Stream isn't writeable and enableOfflineQueue options is false"), {})],
+    ['never sent on a closed connection', new Error('Connection is closed.')],
+    ['refused by Redis (an ACL, a failed script)', Object.assign(new Error("NOPERM this user has no permissions to run the 'del' command"), { name: 'ReplyError' })],
+  ])('does not announce an end Redis never ran: %s', async (_name, failure) => {
     const { state, records, registry, announced, d } = await setUp();
-    state.failure = new Error("Stream isn't writeable and enableOfflineQueue options is false");
-    await expect(registry.end(d, 'revoked')).rejects.toThrow(/enableOfflineQueue/);
+    state.failure = failure;
+    await expect(registry.end(d, 'revoked')).rejects.toThrow();
     state.failure = undefined;
     expect(await records.peek(d)).toBeDefined();
     expect(announced).toEqual([]);
+  });
+
+  // Found by review: a `replaced` end after a logout (a tab's sign-in that had noted the session
+  // at /auth/login) hid the logout, and a refresh orphaned later was not revoked.
+  it('keeps a revoking end noted when a later end of the same session does not revoke', async () => {
+    const { registry, d } = await setUp();
+    await registry.end(d, 'logout');
+    await registry.end(d, 'replaced');
+    expect(await registry.endedWithRevocation(d)).toBe(true);
   });
 
   it('leaves the note of a revoking end even without a record, in the same step', async () => {
