@@ -182,6 +182,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // The cooldown is claimed once per renewal: a second round (an exchange route whose first
     // round refreshed the session's own token) must not find its own claim and give up.
     let claimed = false;
+    let before: ResourceToken | TokenSet | undefined;
     // A token just renewed is not due again in the same call: it is renewed at most half its
     // lifetime before it expires (session/tokens.ts renewalMargin), and it lives a second at
     // least (a shorter expires_in is read as not stated: oidc/flows.ts granted).
@@ -189,6 +190,12 @@ export function createCredentialResolver(deps: CredentialDeps) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
       if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
+      // The refused token renewed, and the provider handed it back (as some do while it is
+      // valid): another round would only ask again. Unchanged, it was another renewal that moved
+      // the set (another resource's, a refresh before an exchange): this one is still to come.
+      const handedBack = before?.accessToken === token?.accessToken && (token?.expiresAt !== before?.expiresAt || token?.lifetime !== before?.lifetime);
+      if (isRefused && handedBack) return undefined;
+      before = token;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too

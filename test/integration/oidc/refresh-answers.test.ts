@@ -411,6 +411,35 @@ describe('a provider stating expires_in 0', () => {
   });
 });
 
+describe('a refresh that hands back the access token the upstream refused', () => {
+  // Fails if, in src/proxy/bearer.ts userAccessToken, a renewed token that is still the refused
+  // one does not end the rounds (`if (isRefused && handedBack) return undefined;` removed): one
+  // refused call cost three refreshes, each rotating the refresh token, and the
+  // upstream was not called again anyway (found by red team).
+  it('costs one refresh for one refused call, and the upstream\'s 401 is passed on', async () => {
+    const s = await signedIn();
+    const held = (await tokensOfSession(gw, s.cookie))?.accessToken as string;
+    front.intercept(async (req) => {
+      if (!isGrant(req, 'refresh_token')) return undefined;
+      const answer = await front.ask(req);
+      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+      return { ...answer, body: JSON.stringify({ ...body, access_token: held }) };
+    });
+    upstream.setHandler((req, res) => {
+      req.resume();
+      res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
+    });
+    try {
+      const before = refreshesSeen();
+      expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(401);
+      expect(refreshesSeen() - before).toBe(1);
+      expect(upstream.requests).toHaveLength(1);
+    } finally {
+      upstream.setHandler(undefined);
+    }
+  });
+});
+
 describe('a client token due for renewal while another process holds the renewal lock', () => {
   // Fails if, in proxy/client-token.ts obtain, the token of this process that has not expired
   // is not served while the lock is held (`if (mine && mine.expiresAt > nowSeconds()) return ...`
