@@ -193,8 +193,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
       // The refused token renewed, and the provider handed it back (as some do while it is
       // valid): another round would only ask again. Unchanged, it was another renewal that moved
       // the set (another resource's, a refresh before an exchange): this one is still to come.
-      const handedBack = before?.accessToken === token?.accessToken && (token?.expiresAt !== before?.expiresAt || token?.lifetime !== before?.lifetime);
-      if (isRefused && handedBack) return undefined;
+      if (isRefused && before?.accessToken === token.accessToken && (token.expiresAt !== before.expiresAt || token.lifetime !== before.lifetime)) return undefined;
       before = token;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
