@@ -182,7 +182,8 @@ export function createCredentialResolver(deps: CredentialDeps) {
     // The cooldown is claimed once per renewal: a second round (an exchange route whose first
     // round refreshed the session's own token) must not find its own claim and give up.
     let claimed = false;
-    let before: ResourceToken | TokenSet | undefined;
+    // Set when this call's own renewal of the refused token asked the provider (its RefreshFn ran).
+    let renewedRefused = false;
     // A token just renewed is not due again in the same call: it is renewed at most half its
     // lifetime before it expires (session/tokens.ts renewalMargin), and it lives a second at
     // least (a shorter expires_in is read as not stated: oidc/flows.ts granted).
@@ -190,11 +191,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;
       if (token && !isRefused && !expiresWithin(token, skew, nowSeconds(deps.clock))) return token.accessToken;
-      // The refused token renewed, and the provider handed it back (as some do while it is
-      // valid): another round would only ask again. Unchanged, it was another renewal that moved
-      // the set (another resource's, a refresh before an exchange): this one is still to come.
-      if (isRefused && before?.accessToken === token.accessToken && (token.expiresAt !== before.expiresAt || token.lifetime !== before.lifetime)) return undefined;
-      before = token;
+      // The refused token renewed here, and the provider handed it back (as some do while it is
+      // valid): another round would only ask again. Another renewal that moved the set meanwhile
+      // (another resource's; a refresh before an exchange) leaves this one still to come.
+      if (isRefused && renewedRefused) return undefined;
       // The refused token is current as of this version. The coordinator refreshes only if the
       // record is still at it (else it returns the newer set, no provider call); the cooldown
       // makes that at most one version per interval, so a new token the upstream refuses too
@@ -209,7 +209,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
       const usable = token !== undefined && !isRefused ? token : undefined;
       const stillUsable = usable === undefined ? undefined : () => !hasExpired(usable, nowSeconds(deps.clock));
       const seenVersion = current.version;
-      current = await refresher.refresh(session.digest, current, next.fn, {
+      // The route's own token (an exchange route's first round may refresh the session's first).
+      const own = isRefused && (!withExchange(route) || !next.needsRefreshToken);
+      const fn: RefreshFn = own ? (t) => ((renewedRefused = true), next.fn(t)) : next.fn;
+      current = await refresher.refresh(session.digest, current, fn, {
         handle: auth.handle,
         needsRefreshToken: next.needsRefreshToken,
         renewal: next.renewal,

@@ -413,7 +413,7 @@ describe('a provider stating expires_in 0', () => {
 
 describe('a refresh that hands back the access token the upstream refused', () => {
   // Fails if, in src/proxy/bearer.ts userAccessToken, a renewed token that is still the refused
-  // one does not end the rounds (its `if (isRefused && before?.accessToken === token.accessToken ...) return undefined;` removed): one
+  // one does not end the rounds (`if (isRefused && renewedRefused) return undefined;` removed): one
   // refused call cost three refreshes, each rotating the refresh token, and the
   // upstream was not called again anyway (found by red team).
   it('costs one refresh for one refused call, and the upstream\'s 401 is passed on', async () => {
