@@ -273,6 +273,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
       await revoke(tokens);
+      // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
+      for (const next of await registry.successorsOf(sessionDigest).catch(() => [])) {
+        const ended = await registry.end(next, 'logout').catch(() => undefined);
+        if (ended?.tokens.sealed) void revoke(vault.openEnded(next, ended.tokens.sealed));
+      }
       logger.info({ event: 'logout', session: auth.handle }, 'signed out');
     }
     clearSessionCookie(res, config);

@@ -18,7 +18,7 @@ import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
-import { TRANSACTION_TTL_SECONDS } from './transactions.js';
+import { createSuccession, type Succession } from './succession.js';
 
 export interface ListedSession {
   handle: string;
@@ -39,7 +39,7 @@ export interface EndedSession {
  */
 export type IndexForm = 'pending' | 'saved';
 
-export interface SessionRegistry {
+export interface SessionRegistry extends Succession {
   register(sessionDigest: string, auth: AuthData, form: IndexForm): Promise<void>;
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
@@ -52,25 +52,6 @@ export interface SessionRegistry {
    * browser (`replaced`), which may share the provider's grant, nor by a timeout.
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
-  /**
-   * Notes `successor` as the sign-in that replaced each of `replaced` (for as long as a sign-in
-   * may take), and ends the one noted before it: two sign-ins of the same browser at once (two
-   * tabs) replace the same session, and the earlier one's cookie is overwritten by the later's.
-   * It lived on unseen, listed, its grant alive after the browser signed out.
-   */
-  succeed(replaced: Iterable<string>, successor: string): Promise<void>;
-  /**
-   * The sessions other sign-ins of this browser made that `successor` (the sign-in whose login
-   * cookie's digest is `own`) overwrites in the browser, to be ended: one that completed before
-   * it and noted itself for it, and one completing at the same time (the two callbacks carry
-   * each other's login cookies: `inFlight`, and the later of the two to note itself on their
-   * pair finds the earlier). Then notes `successor` for each sign-in still in flight, for as long
-   * as a sign-in may take. Only the same user's: a login cookie planted in another's browser
-   * cannot end their session. Two first sign-ins (two tabs, no session yet) left one behind.
-   */
-  rivals(own: string, inFlight: readonly string[], successor: string, user: string): Promise<string[]>;
-  /** After a sign-in is saved: ends its rivals, then notes it as the successor of those and of `replaced`. */
-  supersede(replaced: Iterable<string>, successor: string, signIn: { own: string; inFlight: readonly string[]; user: string }): Promise<void>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /**
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
@@ -110,10 +91,6 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
     : { handle, value, digest: value, saved: true };
 }
 
-/** How many sign-ins in a row, replacing one another, a late one of the same browser ends. */
-const MAX_SUCCESSION = 8;
-/** Notes the successor, returns the one noted before (GET then SET, in one step). */
-const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
 /** Deletes a user-index entry only if it still holds the value that was read. */
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
@@ -185,8 +162,13 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     for (const d of digests) {
       // A token naming a user too ends no other user's session under its sid (a provider that
       // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions. A
-      // record that does not read has no user to match and is left (it signs no one in).
-      if (sub !== undefined && (await records.peek(d))?.auth?.sub !== sub) continue;
+      // member with no record yet is a sign-in between its index entry and its save: it is
+      // ended all the same (its note makes it end itself), as providers send sid and sub
+      // together (oidc-provider, Keycloak). A record that does not read signs no one in.
+      if (sub !== undefined) {
+        const stored = await records.peek(d);
+        if (stored?.auth?.sub !== sub && (stored !== undefined || (await records.exist([d]))[0])) continue;
+      }
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });
@@ -195,6 +177,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   }
 
   return {
+    ...createSuccession(redis, keys, end),
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
@@ -206,37 +189,6 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
     },
     end,
-    async succeed(replaced, successor) {
-      for (const old of replaced) {
-        let before = (await redis.eval(SUCCEED, 1, keys.successor(old), successor, String(TRANSACTION_TTL_SECONDS))) as string | null;
-        // And what replaced that in turn (a sign-in from the first tab's new session, meanwhile).
-        for (let hop = 0; before !== null && before !== successor && hop < MAX_SUCCESSION; hop++) {
-          await end(before, 'replaced');
-          before = await redis.get(keys.successor(before));
-        }
-      }
-    },
-    async rivals(own, inFlight, successor, user) {
-      const note = `${successor} ${user}`;
-      const found = new Set<string>();
-      const consider = (value: unknown) => {
-        const [sessionDigest, of] = typeof value === 'string' ? value.split(' ') : [];
-        if (sessionDigest && of === user && sessionDigest !== successor) found.add(sessionDigest);
-      };
-      consider(await redis.get(keys.predecessor(own)));
-      // In one step per pair (GET then SET): of two callbacks at once, exactly one finds the other.
-      for (const other of inFlight) {
-        const pair = digest([own, other].sort().join(' '));
-        consider(await redis.eval(SUCCEED, 1, keys.predecessor(pair), note, String(TRANSACTION_TTL_SECONDS)));
-      }
-      for (const other of inFlight) await redis.set(keys.predecessor(other), note, 'EX', TRANSACTION_TTL_SECONDS);
-      return [...found];
-    },
-    async supersede(replaced, successor, { own, inFlight, user }) {
-      const rivals = await this.rivals(own, inFlight, successor, user);
-      for (const rival of rivals) await end(rival, 'replaced');
-      await this.succeed([...replaced, ...rivals], successor);
-    },
     async endedWithRevocation(sessionDigest) {
       return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
     },

@@ -11,6 +11,7 @@
  * revocation, which the front releases only after 15 s.
  */
 import { BrowserClient, type BrowserResponse } from '../../support/browser-client.js';
+import { completeAtProvider } from '../../support/drive-login.js';
 import { startFrontedStack, type FrontedStack } from '../../support/fronted-stack.js';
 import { startTestGateway } from '../../support/gateway.js';
 import type { FrontRequest } from '../../support/provider-front.js';
@@ -124,4 +125,38 @@ it('a gateway closed while a revocation is still under way waits for it (bounded
   }
   expect(waiting()).toBe(true);
   expect(await revoked(refreshToken)).toBe(true);
+});
+
+/**
+ * A sign-in of another tab that completes while the logout waits on the revocation: the
+ * logout's answer, sent after, clears the browser's cookie, the new session's included. It
+ * lived on unseen (listed as another device, its refresh token kept; found by red team). Fails
+ * if, in src/http/auth-routes.ts logout, the successors of the ended session are not ended (the
+ * `registry.successorsOf` loop removed).
+ */
+it("a sign-in of another tab completed while the logout waits on the provider is signed out with the browser", async () => {
+  const browser = await signedInAs(stack.gw.url, 'alice');
+  const name = stack.gw.config.derived.sessionCookieName;
+  const old = browser.cookies(stack.gw.url)[name] as string;
+  // The other tab starts a sign-in (same-site /auth/login) and gets through the provider.
+  const login = await browser.get(`${stack.gw.url}/auth/login?returnTo=/b`);
+  expect(login.status).toBe(302);
+  const callback = await completeAtProvider(browser, login.redirectUrl as string);
+  const revocations = stack.front.count('POST', '/token/revocation');
+  let fresh = '';
+  const logout = await answeredWhileRevocationsHeld(async () => {
+    const answer = browser.post(`${stack.gw.url}/auth/logout`, { headers: csrf });
+    await stack.front.waitFor(isRevocation, revocations + 1, HOLD_BOUND_MS);
+    // The other tab's callback comes back while the logout waits.
+    expect((await browser.get(callback, { crossSite: true })).status).toBe(302);
+    fresh = browser.cookies(stack.gw.url)[name] as string;
+    return answer;
+  });
+  expect(logout.status).toBe(200);
+  expect(fresh).not.toBe(old);
+  expect(browser.cookies(stack.gw.url)[name]).toBeUndefined();
+  const other = new BrowserClient();
+  other.setCookie(stack.gw.url, name, fresh, { sameSite: 'strict' });
+  expect((await other.get(`${stack.gw.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  expect(await tokensOfSession(stack.gw, fresh)).toBeUndefined();
 });

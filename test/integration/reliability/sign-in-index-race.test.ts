@@ -17,6 +17,8 @@ import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type T
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
+import { sessionIdFromCookie } from '../../support/assertions.js';
+import { digest } from '../../../src/redis/keys.js';
 
 const csrf = { 'x-csrf': '1' };
 /** A line only session/records.ts WRITE_RECORD sends: the session record write. */
@@ -165,4 +167,33 @@ it('a back-channel logout by sub while a sign-in is indexed but not saved: that 
   const again = new BrowserClient();
   await signIn(again, gwA.url);
   expect((await again.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+});
+
+/**
+ * The same with the logout token providers send (oidc-provider, Keycloak): `sid` and `sub`
+ * together. The sid's members are matched on their record's user; the sign-in has no record yet
+ * (found by red team: it was skipped, and signed in). Fails if, in session/registry.ts endAll, a
+ * member without a record is skipped again (`(stored !== undefined || ...)` → `true`).
+ */
+it('a back-channel logout naming sid and sub while a sign-in of that provider session is indexed but not saved: no working session', async () => {
+  const phone = new BrowserClient();
+  await signIn(phone, gwA.url);
+  const first = phone.cookies(gwA.url)[gwA.config.derived.sessionCookieName] as string;
+  const sid = (await gwB.runtime.records.peek(digest(sessionIdFromCookie(first))))?.auth?.sid as string;
+  expect(sid).toEqual(expect.any(String));
+  const { authorizeUrl } = await startLogin(phone, gwA.url);
+  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
+  const held = stall.holdAt(RECORD_WRITE);
+  const callback = phone.get(callbackUrl, { crossSite: true });
+  try {
+    await held;
+    const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+      form: { logout_token: await provider.signLogoutToken({ sid, sub: 'alice' }) },
+    });
+    expect(logout.status).toBe(200);
+  } finally {
+    stall.release();
+  }
+  expect((await callback).status).toBe(401);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
 });
