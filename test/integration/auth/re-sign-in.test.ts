@@ -139,7 +139,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(last)).status).toBe(200);
   });
 
-  // Fails if, in src/session/registry.ts succeed, the chain is not followed (`before =
+  // Fails if, in src/session/succession.ts succeed, the chain is not followed (`before =
   // await redis.get(keys.successor(before));` → `before = null;`), or if supersede no longer
   // calls succeed: the other user's session signed in from the first tab's lived on, its cookie
   // overwritten by the late tab's (the notes for login cookies end only the same user's).
@@ -162,7 +162,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(last)).status).toBe(200);
   });
 
-  // Fails if, in src/session/registry.ts rivals, the note left for this sign-in is not read
+  // Fails if, in src/session/succession.ts rivals, the note left for this sign-in is not read
   // (`consider(await redis.get(keys.predecessor(own)))` removed): the first tab's session lived
   // on unseen, its cookie overwritten by the second's (no session to note at /auth/login, and
   // the Strict cookie is not sent to the callback).
@@ -180,7 +180,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
   });
 
   // Fails in most runs (4 of 5 here; test/unit/session/registry-rivals.test.ts pins it) if, in
-  // src/session/registry.ts rivals, the step per pair is skipped: each of two callbacks at once
+  // src/session/succession.ts rivals, the step per pair is skipped: each of two callbacks at once
   // read the other's note before it was written, and both sessions lived (found by review). It
   // also failed in some runs (1 of 3 in one count; test/unit/session/registry-end.test.ts pins
   // it) before records.ts WRITE_RECORD consulted the end's note: the session ended by the other
@@ -200,7 +200,7 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect(alive.filter(Boolean)).toHaveLength(1);
   });
 
-  // Fails if, in src/session/registry.ts rivals, the user is not compared (`of === user` →
+  // Fails if, in src/session/succession.ts rivals, the user is not compared (`of === user` →
   // `true`): a login cookie of another's sign-in, planted in a browser (cookie tossing from
   // a sibling domain, where __Host- is not in use), let that sign-in end the browser's session.
   it("another user's sign-in, whose login cookie was planted in this browser, ends nothing of it", async () => {

@@ -1,5 +1,5 @@
 /**
- * registry.rivals (session/registry.ts): the sessions other sign-ins of one browser made, which a
+ * registry.rivals (session/succession.ts): the sessions other sign-ins of one browser made, which a
  * new sign-in overwrites in the browser. Two callbacks at once carry each other's login cookies;
  * whatever the interleaving of their Redis steps, exactly one finds the other. Over the demo's
  * in-memory Redis, whose commands interleave at every await, as two requests' do.
