@@ -14,11 +14,10 @@
  * upstream's 401 through. The shared token is never deleted: the new one overwrites it, so no
  * instance is left without a token while the grant is under way.
  *
- * A grant that fails is not repeated on every API call: this process asks the provider again
- * no sooner than GRANT_RETRY_MS.first later, doubling up to GRANT_RETRY_MS.max while the
- * failures go on. Meanwhile a token of this process that has not expired is served (it was only
- * due for renewal), a token another process obtained is taken from Redis, and otherwise the call
- * fails at once with the grant's error and Retry-After. Without this, a provider that is down or
+ * A grant that fails is not repeated on every API call (grant-backoff.ts: 1 s, doubling to 30 s
+ * while the failures go on). Meanwhile a token of this process that has not expired is served
+ * (it was only due for renewal), a token another process obtained is taken from Redis, and
+ * otherwise the call fails at once with the grant's error and Retry-After. Without this, a provider that is down or
  * refuses the gateway's credentials received one grant per API call from anonymous callers.
  */
 import type { Sealer } from '../crypto/seal.js';
@@ -28,6 +27,7 @@ import { digest, type Keys } from '../redis/keys.js';
 import { sleep, tryLock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
 import { expiresWithin, hasExpired, lifeOf, renewalMargin, type Expiring } from '../session/tokens.js';
+import { createGrantBackoff } from './grant-backoff.js';
 import { createRefusalCooldown, type RefusalCooldown } from './refusal-cooldown.js';
 
 export interface ClientTokenRequest {
@@ -58,14 +58,6 @@ interface Cached extends Expiring {
   expiresAt: number;
 }
 
-/** How long a process waits before asking the provider again after a failed grant. */
-export const GRANT_RETRY_MS = { first: 1_000, max: 30_000 } as const;
-
-interface Failing {
-  until: number;
-  delayMs: number;
-  error: GatewayError;
-}
 
 export interface ClientTokens {
   /** The current token: this process's copy, the shared one, or a new one. */
@@ -84,7 +76,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   const local = new Map<string, Cached>();
   const getting = new Map<string, Promise<string>>();
   const renewing = new Map<string, Promise<string | undefined>>();
-  const failing = new Map<string, Failing>();
+  const failing = createGrantBackoff<GatewayError>(clock);
   const nowSeconds = () => Math.floor(clock() / 1000);
   const usable = (c: Cached | undefined): c is Cached => c !== undefined && !expiresWithin(c, skewSeconds, nowSeconds());
   const cacheKey = (request: ClientTokenRequest) => digest(`${[...request.scopes].sort().join(' ')}|${request.resource ?? ''}`);
@@ -102,13 +94,11 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     try {
       fetched = await options.fetch(request);
       options.onFetch?.('success');
-      failing.delete(key);
+      failing.succeeded(key);
     } catch (err) {
       options.onFetch?.('failure');
       const error = err instanceof GatewayError && err.code !== 'login_required' ? err : new GatewayError('token_refresh_failed', { cause: err });
-      const delayMs = Math.min(GRANT_RETRY_MS.max, 2 * (failing.get(key)?.delayMs ?? GRANT_RETRY_MS.first / 2));
-      failing.set(key, { until: clock() + delayMs, delayMs, error });
-      throw retryLater(error, delayMs);
+      throw retryLater(error, failing.failed(key, error));
     }
     const cached: Cached = { accessToken: fetched.accessToken, ...lifeOf(fetched, nowSeconds()) };
     const ttl = Math.floor(cached.expiresAt - renewalMargin(cached, skewSeconds) - nowSeconds());
@@ -132,10 +122,10 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       // failed grant's backoff) or cannot answer, as it was only due for renewal.
       const mine = other(local.get(key));
       const serving = mine && !hasExpired(mine, nowSeconds()) ? mine : undefined;
-      const failed = failing.get(key);
-      if (failed && clock() < failed.until) {
+      const failed = failing.pending(key);
+      if (failed) {
         if (serving) return serving.accessToken;
-        throw retryLater(failed.error, failed.until - clock());
+        throw retryLater(failed.error, failed.remainingMs);
       }
       const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
       if (lock) {

@@ -17,7 +17,7 @@ import { lifeOf, nowSeconds, type ResourceToken, type TokenSet } from '../sessio
 import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
 import { GatewayError } from '../errors.js';
 import { digest } from '../redis/keys.js';
-import { GRANT_RETRY_MS } from './client-token.js';
+import { createGrantBackoff } from './grant-backoff.js';
 
 export type Exchange = (subjectToken: string, request: ExchangeRequest) => Promise<GrantedTokens>;
 
@@ -64,34 +64,26 @@ export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequ
   };
 }
 
-/** At most this many refused exchanges are remembered per process (the oldest forgotten first). */
-const REFUSALS_MAX = 10_000;
-
 /**
  * `exchange`, remembering the provider's refusals (403 insufficient_scope: the policy does not
  * allow this audience or scope, or the subject token is no longer accepted) per subject token
  * and exchange request: the same exchange is not asked again for 1 s, doubling to 30 s while
- * the refusals go on (GRANT_RETRY_MS), and is answered with the refusal meanwhile. A refusal
+ * the refusals go on (grant-backoff.ts), and is answered with the refusal meanwhile. A refusal
  * was asked again on every call of the route: each cheap call of a signed-in script, one
  * client-authenticated grant. A new subject token (the session's token refreshed) asks afresh.
  */
 export function rememberRefusals(exchange: Exchange, clock: () => number): Exchange {
-  const refused = new Map<string, { until: number; delayMs: number; error: GatewayError }>();
+  const refused = createGrantBackoff<GatewayError>(clock);
   return async (subjectToken, request) => {
     const key = `${digest(subjectToken)} ${exchangeRequestKey(request)}`;
-    const known = refused.get(key);
-    if (known && clock() < known.until) throw known.error;
+    const known = refused.pending(key);
+    if (known) throw known.error;
     try {
       const got = await exchange(subjectToken, request);
-      refused.delete(key);
+      refused.succeeded(key);
       return got;
     } catch (err) {
-      if (err instanceof GatewayError && err.code === 'insufficient_scope') {
-        const delayMs = Math.min(GRANT_RETRY_MS.max, 2 * (known?.delayMs ?? GRANT_RETRY_MS.first / 2));
-        refused.delete(key);
-        if (refused.size >= REFUSALS_MAX) refused.delete(refused.keys().next().value as string);
-        refused.set(key, { until: clock() + delayMs, delayMs, error: err });
-      }
+      if (err instanceof GatewayError && err.code === 'insufficient_scope') refused.failed(key, err);
       throw err;
     }
   };

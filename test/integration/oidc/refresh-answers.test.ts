@@ -562,7 +562,7 @@ describe('client credentials', () => {
   });
 
   // Fails if, in src/proxy/client-token.ts obtain, the backoff after a failed grant is not
-  // consulted (`if (failed && clock() < failed.until)` → `if (false)`): each anonymous call was
+  // consulted (`if (failed)` → `if (false)`): each anonymous call was
   // one more grant to a provider that was failing.
   it('a failing grant is repeated once per backoff, not once per call: meanwhile 502 at once, with Retry-After', async () => {
     await forgetClientTokens();

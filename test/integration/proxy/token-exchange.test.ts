@@ -114,7 +114,7 @@ describe('token exchange (RFC 8693)', () => {
   });
 
   // Fails if, in src/proxy/token-exchange.ts rememberRefusals, the refusal is not consulted
-  // (`if (known && clock() < known.until) throw known.error;` removed): each call of the route
+  // (`if (known) throw known.error;` removed): each call of the route
   // was one more client-authenticated exchange grant (found by red team).
   it('asks the provider again for a refused exchange only after a backoff (1 s, doubling), not on every call', async () => {
     const { client } = await signedIn();
