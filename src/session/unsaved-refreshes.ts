@@ -124,16 +124,19 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
     return entry.writing;
   }
 
-  function sweep(): void {
+  /** One try for every kept set (those kept too long are given up); resolves once all answered. */
+  function sweep(): Promise<unknown> {
     const now = clock();
+    const tries: Array<Promise<unknown>> = [];
     for (const [key, entry] of kept) {
       if (entry.until <= now) settle(key, entry, 'given-up');
       else {
         // Before the write: a lock that lapsed would let another process refresh with the spent token.
         entry.lock?.extend().catch(() => undefined);
-        attempt(key, entry).catch(() => undefined); // still down: next sweep
+        tries.push(attempt(key, entry).catch(() => undefined)); // still down: next sweep
       }
     }
+    return Promise.all(tries);
   }
 
   return {
@@ -145,7 +148,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       }
       kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined, released: undefined });
       if (!timer) {
-        timer = setInterval(sweep, retryMs);
+        timer = setInterval(() => void sweep(), retryMs);
         timer.unref();
       }
     },
@@ -170,13 +173,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       // deploy) dropped the set at its first failed write, the only valid refresh token with it.
       const deadline = Date.now() + waitMs;
       for (;;) {
-        await Promise.all(
-          [...kept].map(([key, entry]) => {
-            if (entry.until <= clock()) return settle(key, entry, 'given-up');
-            entry.lock?.extend().catch(() => undefined);
-            return attempt(key, entry).catch(() => undefined);
-          }),
-        );
+        await sweep();
         if (kept.size === 0 || Date.now() + retryMs > deadline) break;
         await sleep(retryMs);
       }
