@@ -267,17 +267,15 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       // ones this request read), else those this request read.
       const stored = await withStore(() => registry.end(sessionDigest));
       const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
-      const tokens = sealed ? vault.openEnded(sessionDigest, sealed) : undefined;
+      const tokens = vault.openEnded(sessionDigest, sealed);
       await withStore(() => destroy(req));
       if (provider.isReady()) {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
       await revoke(tokens);
       // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
-      for (const next of await registry.successorsOf(sessionDigest).catch(() => [])) {
-        const ended = await registry.end(next, 'logout').catch(() => undefined);
-        if (ended?.tokens.sealed) void revoke(vault.openEnded(next, ended.tokens.sealed));
-      }
+      const successors = await registry.endSuccessors(sessionDigest, 'logout').catch(() => []);
+      for (const s of successors) void revoke(vault.openEnded(s.digest, s.stored.tokens.sealed));
       logger.info({ event: 'logout', session: auth.handle }, 'signed out');
     }
     clearSessionCookie(res, config);

@@ -43,7 +43,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   const router = Router();
 
   const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) =>
-    revoke(stored?.tokens.sealed ? vault.openEnded(sessionDigest, stored.tokens.sealed) : undefined);
+    revoke(vault.openEnded(sessionDigest, stored?.tokens.sealed));
 
   async function list(req: Request, res: Response): Promise<void> {
     const auth = requireSignedIn(req);

@@ -18,7 +18,7 @@ import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
-import { createSuccession, type Succession } from './succession.js';
+import { createSuccession, type EndedSession, type Succession } from './succession.js';
 
 export interface ListedSession {
   handle: string;
@@ -28,10 +28,7 @@ export interface ListedSession {
   lastActiveAt: number;
 }
 
-export interface EndedSession {
-  digest: string;
-  stored: StoredSession;
-}
+export type { EndedSession } from './succession.js';
 
 /**
  * How a user-index entry is written: `pending` before the session's record is saved (a sign-in

@@ -13,7 +13,14 @@
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
 import type { EndReason } from './events.js';
+import type { StoredSession } from './records.js';
 import { TRANSACTION_TTL_SECONDS } from './transactions.js';
+
+/** A session an end took, with what its record held (to revoke its tokens). */
+export interface EndedSession {
+  digest: string;
+  stored: StoredSession;
+}
 
 /** The sign-in being completed: the digest of its login cookie, the others in flight, its user. */
 export interface SignedIn {
@@ -41,11 +48,11 @@ export interface Succession {
    */
   rivals(own: string, inFlight: readonly string[], successor: string, user: string): Promise<string[]>;
   /**
-   * The sign-ins that replaced `sessionDigest` and those that replaced them (registry.succeed),
-   * for a logout that must take the browser's sessions with it: a tab's sign-in that completed
-   * while the logout waited on the provider had its cookie wiped by the logout's answer.
+   * Ends the sign-ins that replaced `sessionDigest` and those that replaced them (succeed()), for
+   * a logout that must take the browser's sessions with it: a tab's sign-in that completed while
+   * the logout waited on the provider had its cookie wiped by the logout's answer.
    */
-  successorsOf(sessionDigest: string): Promise<string[]>;
+  endSuccessors(sessionDigest: string, reason: EndReason): Promise<EndedSession[]>;
   /** After a sign-in is saved: ends its rivals, then notes it as the successor of those and of `replaced`. */
   supersede(replaced: Iterable<string>, successor: string, signIn: SignedIn): Promise<void>;
 }
@@ -55,7 +62,9 @@ const MAX_SUCCESSION = 8;
 /** Notes the successor, returns the one noted before (GET then SET, in one step). */
 const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
 
-export function createSuccession(redis: RedisClient, keys: Keys, end: (sessionDigest: string, reason: EndReason) => Promise<unknown>): Succession {
+type End = (sessionDigest: string, reason: EndReason) => Promise<StoredSession | undefined>;
+
+export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succession {
   async function succeed(replaced: Iterable<string>, successor: string): Promise<void> {
     for (const old of replaced) {
       let before = (await redis.eval(SUCCEED, 1, keys.successor(old), successor, String(TRANSACTION_TTL_SECONDS))) as string | null;
@@ -82,14 +91,17 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: (sessionDi
     for (const other of inFlight) await redis.set(keys.predecessor(other), note, 'EX', TRANSACTION_TTL_SECONDS);
     return [...found];
   }
-  async function successorsOf(sessionDigest: string): Promise<string[]> {
-    const found: string[] = [];
+  async function endSuccessors(sessionDigest: string, reason: EndReason): Promise<EndedSession[]> {
+    const ended: EndedSession[] = [];
+    const seen = new Set<string>();
     let next = await redis.get(keys.successor(sessionDigest));
-    while (next !== null && !found.includes(next) && found.length < MAX_SUCCESSION) {
-      found.push(next);
+    while (next !== null && !seen.has(next) && seen.size < MAX_SUCCESSION) {
+      seen.add(next);
+      const stored = await end(next, reason);
+      if (stored) ended.push({ digest: next, stored });
       next = await redis.get(keys.successor(next));
     }
-    return found;
+    return ended;
   }
   async function supersede(replaced: Iterable<string>, successor: string, { own, inFlight, user }: SignedIn): Promise<void> {
     const found = await rivals(own, inFlight, successor, user);
@@ -97,5 +109,5 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: (sessionDi
     await succeed([...replaced, ...found], successor);
   }
 
-  return { succeed, rivals, successorsOf, supersede };
+  return { succeed, rivals, endSuccessors, supersede };
 }

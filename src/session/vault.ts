@@ -11,8 +11,11 @@ export interface TokenVault {
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
   /** Drops what this process remembers of a session's opened tokens (it ended). */
   forget(sessionDigest: string): void;
-  /** open() for a session that ended (to revoke its tokens): nothing is remembered of it. */
-  openEnded(sessionDigest: string, sealed: string): TokenSet | undefined;
+  /**
+   * open() for a session that ended (to revoke its tokens): nothing is remembered of it. An end
+   * that found no record has no tokens to give (`sealed` undefined).
+   */
+  openEnded(sessionDigest: string, sealed: string | undefined): TokenSet | undefined;
 }
 
 /**
@@ -40,7 +43,7 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
     forget: (d) => void opened.delete(d),
     openEnded(d, sealed) {
       opened.delete(d);
-      const json = sealer.open(sealed, d);
+      const json = sealed === undefined ? undefined : sealer.open(sealed, d);
       return json === undefined ? undefined : parseTokenSet(json);
     },
   };
