@@ -154,18 +154,24 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     return Object.entries(await redis.hgetall(userKey)).map(([handle, value]) => parseIndexEntry(handle, value));
   }
 
+  /**
+   * Whether the record of `d` names another user than `sub`, or does not read (it signs no one
+   * in). A member with no record yet is a sign-in between its index entry and its save, whose
+   * user is not known: not another's, so that it is ended (its note makes it end itself once
+   * saved), as providers send sid and sub together (oidc-provider, Keycloak).
+   */
+  async function ofAnotherUser(d: string, sub: string): Promise<boolean> {
+    const stored = await records.peek(d);
+    if (stored) return stored.auth?.sub !== sub;
+    return (await records.exist([d]))[0] === true;
+  }
+
   async function endAll(digests: Iterable<string>, sub?: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const d of digests) {
       // A token naming a user too ends no other user's session under its sid (a provider that
-      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions. A
-      // member with no record yet is a sign-in between its index entry and its save: it is
-      // ended all the same (its note makes it end itself), as providers send sid and sub
-      // together (oidc-provider, Keycloak). A record that does not read signs no one in.
-      if (sub !== undefined) {
-        const stored = await records.peek(d);
-        if (stored?.auth?.sub !== sub && (stored !== undefined || (await records.exist([d]))[0])) continue;
-      }
+      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
+      if (sub !== undefined && (await ofAnotherUser(d, sub))) continue;
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });

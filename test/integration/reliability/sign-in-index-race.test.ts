@@ -172,8 +172,9 @@ it('a back-channel logout by sub while a sign-in is indexed but not saved: that 
 /**
  * The same with the logout token providers send (oidc-provider, Keycloak): `sid` and `sub`
  * together. The sid's members are matched on their record's user; the sign-in has no record yet
- * (found by red team: it was skipped, and signed in). Fails if, in session/registry.ts endAll, a
- * member without a record is skipped again (`(stored !== undefined || ...)` → `true`).
+ * (found by red team: it was skipped, and signed in). Fails if, in session/registry.ts
+ * ofAnotherUser, a member without a record counts as another's again (its last line `return
+ * true;`).
  */
 it('a back-channel logout naming sid and sub while a sign-in of that provider session is indexed but not saved: no working session', async () => {
   const phone = new BrowserClient();
