@@ -16,8 +16,10 @@ const tooLarge = () => Object.assign(new Error(`the provider's answer is larger 
 
 type Fetch = (url: string, options: RequestInit) => Promise<Response>;
 
-/** `next` with its answers' bodies cut off past `limit` bytes (declared or counted). */
-export function boundedFetch<F extends Fetch>(next: F, limit = MAX_PROVIDER_ANSWER_BYTES): F {
+const globalFetch: Fetch = (url, options) => fetch(url, options);
+
+/** `next` (the global fetch by default), its answers' bodies cut off past `limit` bytes (declared or counted). */
+export function boundedFetch<F extends Fetch>(next: F = globalFetch as F, limit = MAX_PROVIDER_ANSWER_BYTES): F {
   const bounded = async (url: string, options: RequestInit): Promise<Response> => {
     const response = await next(url, options);
     const declared = Number(response.headers.get('content-length') ?? 0);

@@ -89,11 +89,12 @@ export async function discover(
   // openid-client checks the ID token's exp and nbf itself (code exchange, refresh) before
   // id-token.ts does; without this it would use its own 30 s whatever the config says.
   const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: cfg.clockToleranceSeconds };
-  const providerFetch = boundedFetch((url: string, options: RequestInit) => fetch(url, options));
+  const providerFetch = boundedFetch();
+  const bounded: oidc.CustomFetch = (url, options) => providerFetch(url, options as RequestInit);
   const configuration = await oidc.discovery(issuer, cfg.clientId, metadata, clientAuthentication(cfg), {
     execute,
     timeout: timeoutSeconds,
-    [oidc.customFetch]: (url, options) => providerFetch(url, options as RequestInit),
+    [oidc.customFetch]: bounded,
   });
   configuration.timeout = timeoutSeconds;
   // Refused like a foreign issuer: discovery keeps retrying and /readyz stays 503.
@@ -108,7 +109,7 @@ export async function discover(
       description: 'DPoP is configured but the provider metadata does not list ES256 in dpop_signing_alg_values_supported.',
     });
   }
-  configuration[oidc.customFetch] = (url, options) => providerFetch(url, options as RequestInit);
+  configuration[oidc.customFetch] = bounded;
   const onNonce = dpop.onDpopNonce;
   if (onNonce) {
     configuration[oidc.customFetch] = async (url, options) => {

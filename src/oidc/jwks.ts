@@ -52,7 +52,7 @@ export function createJwks(
     cooldownDuration: Number.POSITIVE_INFINITY,
     cacheMaxAge: Number.POSITIVE_INFINITY,
     timeoutDuration: options.timeoutSeconds * 1000,
-    [customFetch]: boundedFetch((url: string, init: RequestInit) => fetch(url, init)),
+    [customFetch]: boundedFetch(),
   });
   const lastRefetchForKid = new Map<string, number>();
   /** The last refetch for an unknown kid (the kid gate), and the last fetch of any kind (the outage gate). */
