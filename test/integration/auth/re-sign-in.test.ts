@@ -5,7 +5,7 @@
  * §5.2). The gateway notes the session at /auth/login and ends it after a successful sign-in.
  */
 import { BrowserClient } from '../../support/browser-client.js';
-import { completeAtProvider, signIn, startLogin } from '../../support/drive-login.js';
+import { completeAtProvider, signIn, startLogin, type ProviderLoginOptions } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
 import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie } from '../../support/assertions.js';
 import { startStack, type Stack } from '../../support/stack.js';
@@ -37,10 +37,27 @@ async function recordExists(cookie: string): Promise<boolean> {
 }
 
 /** GET /auth/login same-site, through the provider, up to the (not yet requested) callback URL. */
-async function loginAgain(client: BrowserClient): Promise<string> {
+async function loginAgain(client: BrowserClient, as: ProviderLoginOptions = {}): Promise<string> {
   const login = await client.get(`${gw.url}/auth/login?returnTo=/again`);
   expect(login.status).toBe(302);
-  return completeAtProvider(client, login.redirectUrl as string);
+  return completeAtProvider(client, login.redirectUrl as string, as);
+}
+
+/**
+ * A browser signed in starts two sign-ins (two tabs), completes the first, then, from that new
+ * session, the sign-in `meanwhile` makes (its cookie), then the late tab's: only the last lives.
+ */
+async function lateTabAfter(meanwhile: (client: BrowserClient) => Promise<string>): Promise<void> {
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
+  const first = await comeBack(client, callbackA);
+  const second = await meanwhile(client);
+  const last = await comeBack(client, callbackLate);
+  expect(new Set([first, second, last]).size).toBe(3);
+  expect((await userWith(first)).status).toBe(401);
+  expect((await userWith(second)).status).toBe(401);
+  expect((await userWith(last)).status).toBe(200);
 }
 
 /** The provider's redirect back to `callback` (cross-site: no Strict cookie); the cookie it leaves. */
@@ -126,17 +143,8 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
   // The same user throughout: the notes for the late tab's login cookie (registry.rivals) and
   // the succession chain (registry.succeed) each end every session; the next test needs the chain.
   it('a late tab ends every session of the browser signed in since it started', async () => {
-    const client = new BrowserClient();
-    await signIn(client, gw.url);
-    const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
-    const first = await comeBack(client, callbackA);
     // From the first tab's new session, another sign-in (say, to step up) completes.
-    const second = await comeBack(client, await loginAgain(client));
-    const last = await comeBack(client, callbackLate);
-    expect(new Set([first, second, last]).size).toBe(3);
-    expect((await userWith(first)).status).toBe(401);
-    expect((await userWith(second)).status).toBe(401);
-    expect((await userWith(last)).status).toBe(200);
+    await lateTabAfter(async (client) => comeBack(client, await loginAgain(client)));
   });
 
   // Fails if, in src/session/succession.ts succeed, the chain is not followed (`before =
@@ -144,22 +152,14 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
   // calls succeed: the other user's session signed in from the first tab's lived on, its cookie
   // overwritten by the late tab's (the notes for login cookies end only the same user's).
   it("a late tab ends another user's session signed in from this browser meanwhile (the succession chain)", async () => {
-    const client = new BrowserClient();
-    await signIn(client, gw.url);
-    const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
-    const first = await comeBack(client, callbackA);
-    // From the first tab's new session, bob signs in, in a provider session of his own (alice's
-    // cookies at the provider gone, so hers is not ended: her late tab's code stays good).
-    for (const c of client.cookieDetails(stack.provider.issuer)) client.deleteCookie(stack.provider.issuer, c.name);
-    const asBob = await client.get(`${gw.url}/auth/login?returnTo=/again`);
-    expect(asBob.status).toBe(302);
-    const second = await comeBack(client, await completeAtProvider(client, asBob.redirectUrl as string, { user: 'bob', password: 'bob-password' }));
-    expect((await userWith(second)).json<{ sub: string }>().sub).toBe('bob');
-    const last = await comeBack(client, callbackLate);
-    expect(new Set([first, second, last]).size).toBe(3);
-    expect((await userWith(first)).status).toBe(401);
-    expect((await userWith(second)).status).toBe(401);
-    expect((await userWith(last)).status).toBe(200);
+    await lateTabAfter(async (client) => {
+      // From the first tab's new session, bob signs in, in a provider session of his own (alice's
+      // cookies at the provider gone, so hers is not ended: her late tab's code stays good).
+      for (const c of client.cookieDetails(stack.provider.issuer)) client.deleteCookie(stack.provider.issuer, c.name);
+      const bob = await comeBack(client, await loginAgain(client, { user: 'bob', password: 'bob-password' }));
+      expect((await userWith(bob)).json<{ sub: string }>().sub).toBe('bob');
+      return bob;
+    });
   });
 
   // Fails if, in src/session/succession.ts rivals, the note left for this sign-in is not read
