@@ -87,6 +87,16 @@ function oversized(bytes: number): FrontAnswer {
   return { status: 200, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, body };
 }
 
+/** The provider's own answer to every `grantType` grant, with `fields` set in its JSON body. */
+function grantAnswersWith(grantType: string, fields: Record<string, unknown>): void {
+  front.intercept(async (req) => {
+    if (!isGrant(req, grantType)) return undefined;
+    const answer = await front.ask(req);
+    const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
+    return { ...answer, body: JSON.stringify({ ...body, ...fields }) };
+  });
+}
+
 /** The provider answers every refresh with `answer` (sign-ins and the rest go through). */
 function refreshAnswers(answer: FrontAnswer): void {
   front.intercept((req) => (isGrant(req, 'refresh_token') ? answer : undefined));
@@ -191,12 +201,7 @@ describe('a refresh that grants fewer scopes', () => {
     expect((await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf })).status).toBe(200);
 
     // The user withdrew consent to email: the provider's refresh answer states the scopes left.
-    front.intercept(async (req) => {
-      if (!isGrant(req, 'refresh_token')) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, scope: 'openid profile offline_access' }) };
-    });
+    grantAnswersWith('refresh_token', { scope: 'openid profile offline_access' });
     clock.advance(3600);
     upstream.reset();
     const before = refreshesSeen();
@@ -296,13 +301,7 @@ describe('a refresh answered after the session ended', () => {
 
 describe('a token of the wrong type for a bearer session', () => {
   /** The provider's own answer to `grantType`, its token_type changed to DPoP (issued without a proof). */
-  const boundAnswers = (grantType: string) =>
-    front.intercept(async (req) => {
-      if (!isGrant(req, grantType)) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, token_type: 'DPoP' }) };
-    });
+  const boundAnswers = (grantType: string) => grantAnswersWith(grantType, { token_type: 'DPoP' });
 
   // Both fail if, in src/oidc/flows.ts, `else requireBearer(...)` is removed from
   // completeAuthorization or from refreshTokens: the DPoP-bound token was kept and sent as
@@ -344,12 +343,7 @@ describe('a provider whose tokens live no longer than the refresh skew', () => {
   // a refresh (or a client-credentials grant) on every call.
   it('serves each token for the first half of its life: one refresh, not one per call', async () => {
     const s = await signedIn();
-    front.intercept(async (req) => {
-      if (!isGrant(req, 'refresh_token')) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, expires_in: 10 }) };
-    });
+    grantAnswersWith('refresh_token', { expires_in: 10 });
     clock.advance(3600);
     const before = refreshesSeen();
     for (let i = 0; i < 3; i++) expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
@@ -398,12 +392,7 @@ describe('a provider stating expires_in 0', () => {
 
   it("a refreshed session token: one refresh, then the token is used until the upstream refuses it", async () => {
     const s = await signedIn();
-    front.intercept(async (req) => {
-      if (!isGrant(req, 'refresh_token')) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, expires_in: 0 }) };
-    });
+    grantAnswersWith('refresh_token', { expires_in: 0 });
     expireAccessToken();
     const before = refreshesSeen();
     for (let i = 0; i < 5; i++) expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
@@ -419,12 +408,7 @@ describe('a refresh that hands back the access token the upstream refused', () =
   it('costs one refresh for one refused call, and the upstream\'s 401 is passed on', async () => {
     const s = await signedIn();
     const held = (await tokensOfSession(gw, s.cookie))?.accessToken as string;
-    front.intercept(async (req) => {
-      if (!isGrant(req, 'refresh_token')) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, access_token: held }) };
-    });
+    grantAnswersWith('refresh_token', { access_token: held });
     upstream.setHandler((req, res) => {
       req.resume();
       res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
@@ -445,12 +429,7 @@ describe('a client token due for renewal while another process holds the renewal
   // is not served while the lock is held (`if (mine && mine.expiresAt > nowSeconds()) return ...`
   // removed): every call waited 12 s behind a dead holder's lock, then answered 502.
   it('is served until it expires: no wait behind a holder that died', async () => {
-    front.intercept(async (req) => {
-      if (!isGrant(req, 'client_credentials')) return undefined;
-      const answer = await front.ask(req);
-      const body = JSON.parse(answer.body.toString('utf8')) as Record<string, unknown>;
-      return { ...answer, body: JSON.stringify({ ...body, access_token: 'cc-soon-due', expires_in: 40 }) };
-    });
+    grantAnswersWith('client_credentials', { access_token: 'cc-soon-due', expires_in: 40 });
     await forgetClientTokens();
     expect((await new BrowserClient().get(`${gw.url}/service/echo`, { headers: csrf })).status).toBe(200);
     const [shared] = await gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
