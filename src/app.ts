@@ -56,7 +56,8 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   // Express's own reading of X-Forwarded-* stays off: the client address is decided in one place,
   // proxy/trust.ts, for the forwarding headers and the login rate limit alike.
   app.set('trust proxy', false);
-  app.set('query parser', 'simple');
+  // Queries are read by http/query.ts alone, as openid-client reads them.
+  app.set('query parser', false);
 
   const sessionMiddleware = createSessionMiddleware(config, runtime.store);
 

@@ -22,7 +22,7 @@ import { requireCsrf } from './csrf.js';
 import { createLoginBounce } from './login-bounce.js';
 import { createLoginCookies } from './login-cookies.js';
 import { parseLoginQuery } from './login-params.js';
-import { queryParam } from './query.js';
+import { oneParam, queryOf } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
 import { clearSessionCookie, createCookieVerifier, destroy, regenerate, requireSignedIn, save } from './session-cookie.js';
 import type { Revoker } from '../oidc/revocation.js';
@@ -80,7 +80,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   ];
 
   async function login(req: Request, res: Response): Promise<void> {
-    const query = parseLoginQuery(req.query as Record<string, unknown>);
+    const query = parseLoginQuery(queryOf(req));
     const returnTo = query.returnTo ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');
     // Noted now, ended at the callback: see LoginTransaction.previousSession.
@@ -145,7 +145,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
-    const state = queryParam(req, 'state', 1024);
+    const query = queryOf(req);
+    const state = oneParam(query, 'state', 1024);
     // Only the browser holding the state's login cookie may spend its sign-in: a callback
     // without it leaves the transaction untouched.
     const binding = state ? loginCookies.read(req, state) : undefined;
@@ -154,7 +155,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // (openid-client checks a success again). Judged before the sign-in is spent: an answer made
     // up by a mix-up attacker who learnt the state (an error in particular) is refused, and the
     // provider's own still completes.
-    const iss = queryParam(req, 'iss', 2048);
+    const iss = oneParam(query, 'iss', 2048);
     const { metadata } = provider.get();
     if (iss === undefined ? metadata.authorization_response_iss_parameter_supported === true : iss !== metadata.issuer) {
       throw new GatewayError('invalid_request');
@@ -164,7 +165,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const tx = await withStore(() => transactions.take(state, digest(binding)));
     if (!tx) throw unknownState();
 
-    const providerError = queryParam(req, 'error', 256);
+    const providerError = oneParam(query, 'error', 256);
     if (providerError !== undefined) {
       const code = safeErrorCode(providerError);
       metrics.loginTransactions.inc({ outcome: 'provider_error' });
@@ -174,7 +175,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     }
 
     const callbackUrl = new URL(derived.redirectUri);
-    callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
+    callbackUrl.search = query.toString();
     let signIn;
     try {
       const dpop = tx.dpopKey ? { key: tx.dpopKey, nonces: deps.dpopNonces } : undefined;

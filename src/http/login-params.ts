@@ -39,14 +39,13 @@ function parsePrompt(value: string): PromptValue[] {
   return list as PromptValue[];
 }
 
-export function parseLoginQuery(query: Readonly<Record<string, unknown>>): LoginQuery {
-  const strings: Record<string, string> = {};
-  for (const [name, value] of Object.entries(query)) {
+export function parseLoginQuery(query: URLSearchParams): LoginQuery {
+  const strings: Partial<Record<string, string>> = {};
+  for (const [name, value] of query) {
     if (!KNOWN.has(name)) {
       throw new GatewayError('invalid_request', { description: 'Only returnTo, prompt, login_hint, ui_locales, acr_values and max_age are accepted.' });
     }
-    // Repeated (`a=1&a=2`) or nested (`a[b]=`) parameters are arrays or objects here.
-    if (typeof value !== 'string') throw bad(name, 'given once, as a plain value');
+    if (Object.hasOwn(strings, name)) throw bad(name, 'given once');
     strings[name] = value;
   }
   const params: LoginParams = {};

@@ -241,6 +241,34 @@ describe('GET /auth/callback', () => {
     expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
   });
 
+  // The gateway and openid-client read the callback's query alike (RFC 6749 §4.1.2: unknown
+  // response parameters are ignored, however many). Node's querystring, which read it before,
+  // stopped at 1,000 parameters: the state after them was missing to the gateway (400
+  // invalid_state), and a second state after them was seen by openid-client alone, once the
+  // sign-in was spent. Both fail if src/http/query.ts queryOf reads only the first 1,000
+  // (`url.slice(at + 1).split('&').slice(0, 1000).join('&')`); the second also if oneParam
+  // picks the first of a repeated parameter (`query.getAll(name).slice(0, 1)`).
+  const padding = Array.from({ length: 1000 }, (_, i) => `p${i}=`).join('&');
+
+  it('ignores a thousand unknown parameters before the state, as openid-client does', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url, {});
+    const callback = new URL(await completeAtProvider(client, authorizeUrl, {}));
+    callback.search = `?${padding}&${callback.search.slice(1)}`;
+    expect((await client.get(callback.href)).status).toBe(302);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  });
+
+  it('refuses a second state after a thousand parameters before the sign-in is spent', async () => {
+    const client = new BrowserClient();
+    const { authorizeUrl } = await startLogin(client, gw.url, {});
+    const callbackUrl = await completeAtProvider(client, authorizeUrl, {});
+    const doubled = `${callbackUrl}&${padding}&state=other`;
+    expectErrorBody(await client.get(doubled, { headers: { accept: 'application/json' } }), 'invalid_request', 400);
+    expect((await client.get(callbackUrl)).status).toBe(302);
+    expect((await client.get(`${gw.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  });
+
   it('creates no session when the user declines consent, and tells the SPA why', async () => {
     const client = new BrowserClient();
     const { hops } = await signIn(client, gw.url, { consent: 'deny', returnTo: '/start' });

@@ -10,9 +10,13 @@ import fc from 'fast-check';
 import { GatewayError } from '../../../src/errors.js';
 import { parseLoginQuery } from '../../../src/http/login-params.js';
 
-const code = (query: Record<string, unknown>) => {
+/** A record's values as parameters, an array's each given in turn (a repeated parameter). */
+const q = (query: Record<string, string | string[]>) =>
+  new URLSearchParams(Object.entries(query).flatMap(([name, v]) => (Array.isArray(v) ? v : [v]).map((one): [string, string] => [name, one])));
+
+const code = (query: Record<string, string | string[]> | string) => {
   try {
-    parseLoginQuery(query);
+    parseLoginQuery(typeof query === 'string' ? new URLSearchParams(query) : q(query));
     return 'ok';
   } catch (err) {
     return err instanceof GatewayError ? err.code : 'crash';
@@ -22,12 +26,12 @@ const code = (query: Record<string, unknown>) => {
 describe('parseLoginQuery', () => {
   it('returns canonical values', () => {
     expect(
-      parseLoginQuery({ returnTo: '/x', prompt: 'login consent login', login_hint: 'alice@example.com', ui_locales: 'en-GB de', acr_values: 'urn:a urn:a urn:b', max_age: '0' }),
+      parseLoginQuery(q({ returnTo: '/x', prompt: 'login consent login', login_hint: 'alice@example.com', ui_locales: 'en-GB de', acr_values: 'urn:a urn:a urn:b', max_age: '0' })),
     ).toEqual({
       returnTo: '/x',
       params: { prompt: ['login', 'consent'], loginHint: 'alice@example.com', uiLocales: ['en-GB', 'de'], acrValues: ['urn:a', 'urn:b'], maxAge: 0 },
     });
-    expect(parseLoginQuery({})).toEqual({ returnTo: undefined, params: {} });
+    expect(parseLoginQuery(new URLSearchParams())).toEqual({ returnTo: undefined, params: {} });
   });
 
   it.each([
@@ -46,7 +50,8 @@ describe('parseLoginQuery', () => {
     [{ ui_locales: 'en--GB' }],
     [{ ui_locales: Array(11).fill('en').join(' ') }],
     [{ acr_values: ['a', 'b'] }],
-    [{ prompt: { x: 'login' } }],
+    ['prompt=login&prompt=login'],
+    ['prompt[x]=login'],
     [{ claims: '{}' }],
     [{ request_uri: 'urn:x' }],
   ])('refuses %j with invalid_request', (query) => {
@@ -62,6 +67,7 @@ describe('parseLoginQuery', () => {
     fc.assert(
       fc.property(fc.dictionary(names, fc.oneof(fc.string({ maxLength: 40, unit: 'binary' }), fc.array(fc.string(), { maxLength: 2 }))), (query) => {
         expect(['ok', 'invalid_request', 'invalid_return_to']).toContain(code(query));
+        expect(['ok', 'invalid_request', 'invalid_return_to']).toContain(code(q(query).toString()));
       }),
       { numRuns: 1000 },
     );
