@@ -170,9 +170,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     // Best effort, in the background: the call that refreshed is answered login_required now.
     // Tracked by the revoker from the start (its Redis read included), so shutdown waits for it.
     onOrphaned: (d, tokens) => revoke.track(revokeOrphan(d, tokens)),
-    onGivenUp: () =>
+    onGivenUp: (handle) =>
       logger.error(
-        { event: 'refresh_set_given_up' },
+        { event: 'refresh_set_given_up', ...(handle ? { session: handle } : {}) },
         'a token set the provider issued was never written to Redis: its session will be signed out at its next refresh',
       ),
     onRefresh: (outcome, report) => {

@@ -78,9 +78,10 @@ export interface RefreshCoordinatorOptions {
   onOrphaned?: (digest: string, tokens: TokenSet) => void;
   /**
    * A token set the provider issued was never written (Redis failed it for as long as it was
-   * kept, or until the process stopped): its session holds a spent refresh token now.
+   * kept, or until the process stopped): its session holds a spent refresh token now. `handle`
+   * is the session's public handle (RefreshContext), so that an operator can tell its user.
    */
-  onGivenUp?: () => void;
+  onGivenUp?: (handle: string | undefined) => void;
 }
 
 export interface RefreshCoordinator {

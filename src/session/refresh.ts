@@ -73,8 +73,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   const unsaved = createUnsavedRefreshes({
     write: (digest, seenVersion, next) => records.casTokens(digest, seenVersion, { v: seenVersion + 1, sealed: vault.seal(digest, next) }),
     retryMs: unsavedRetryMs,
-    onSettled: (outcome) => {
-      if (outcome === 'given-up') options.onGivenUp?.();
+    onSettled: (outcome, _digest, handle) => {
+      if (outcome === 'given-up') options.onGivenUp?.(handle);
     },
     // A set Redis took too late, after its session ended: the same as one whose CAS found it gone.
     onOrphaned: (digest, next) => options.onOrphaned?.(digest, next),
@@ -158,7 +158,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     } catch (err) {
       // Redis failed after the provider answered: keep the new set rather than lose its rotated
       // refresh token, and hand it our lock (released once the set is written or given up).
-      unsaved.keep(digest, seen.version, next, held.lock);
+      unsaved.keep(digest, seen.version, next, held.lock, context.handle);
       held.lock = undefined;
       throw err;
     }

@@ -40,7 +40,7 @@ export interface UnsavedRefreshesOptions {
    * gone), or was lost (`given-up`: kept too long or too many, or Redis still failed at close):
    * its session holds a spent refresh token now, and its next refresh will fail.
    */
-  onSettled?: (outcome: SettledOutcome, digest: string) => void;
+  onSettled?: (outcome: SettledOutcome, digest: string, handle: string | undefined) => void;
   /** A kept set found its session gone: nothing holds it (refresh.ts onOrphaned decides whether to revoke it). */
   onOrphaned?: (digest: string, next: TokenSet) => void;
 }
@@ -49,8 +49,9 @@ export interface UnsavedRefreshes {
   /**
    * Keeps `next`, the successor of `digest`'s version `seenVersion`, with the refresh lock its
    * process holds: extended while the set waits, released once it is written or given up.
+   * `handle`, the session's public handle, is handed back to onSettled.
    */
-  keep(digest: string, seenVersion: number, next: TokenSet, lock?: Pick<Lock, 'extend' | 'release'>): void;
+  keep(digest: string, seenVersion: number, next: TokenSet, lock?: Pick<Lock, 'extend' | 'release'>, handle?: string): void;
   /**
    * Writes the set kept for (digest, seenVersion) now. Resolves to the written set, or undefined
    * when none is kept or it was superseded; throws (and keeps it) when Redis still fails.
@@ -74,6 +75,7 @@ interface Kept {
   seenVersion: number;
   next: TokenSet;
   lock: Pick<Lock, 'extend' | 'release'> | undefined;
+  handle: string | undefined;
   until: number;
   writing: Promise<VersionedTokens | undefined> | undefined;
   /** The lock's release, once settled (awaited by close). */
@@ -98,7 +100,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       clearInterval(timer);
       timer = undefined;
     }
-    options.onSettled?.(outcome, entry.digest);
+    options.onSettled?.(outcome, entry.digest, entry.handle);
   }
 
   function attempt(key: string, entry: Kept): Promise<VersionedTokens | undefined> {
@@ -140,13 +142,13 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
   }
 
   return {
-    keep(digest, seenVersion, next, lock) {
+    keep(digest, seenVersion, next, lock, handle) {
       const key = keyOf(digest, seenVersion);
       if (!kept.has(key) && kept.size >= max) {
         const [oldestKey, oldest] = kept.entries().next().value as [string, Kept];
         settle(oldestKey, oldest, 'given-up');
       }
-      kept.set(key, { digest, seenVersion, next, lock, until: clock() + keepMs, writing: undefined, released: undefined });
+      kept.set(key, { digest, seenVersion, next, lock, handle, until: clock() + keepMs, writing: undefined, released: undefined });
       if (!timer) {
         timer = setInterval(() => void sweep(), retryMs);
         timer.unref();

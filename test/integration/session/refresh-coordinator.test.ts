@@ -19,7 +19,7 @@ const sealer = createSealer([randomBytes(32).toString('base64')]);
 const vault = createTokenVault(sealer);
 const clients: Redis[] = [];
 
-type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs' | 'onOrphaned' | 'maxWaitMs'>>;
+type Tuning = Partial<Pick<RefreshCoordinatorOptions, 'lockTtlMs' | 'unsavedRetryMs' | 'closeWaitMs' | 'onOrphaned' | 'onGivenUp' | 'maxWaitMs'>>;
 
 /**
  * One gateway process. `casFails`: its compare-and-set of a new token set fails as a Redis
@@ -96,6 +96,23 @@ describe('close', () => {
     expect(a.coordinator.refreshing).toBe(1);
     await expect(a.coordinator.close()).resolves.toBeUndefined();
   }, 10_000);
+});
+
+describe('a set kept for Redis that Redis never takes', () => {
+  // Fails if, in session/refresh.ts, the kept set loses its session's handle
+  // (`unsaved.keep(digest, seen.version, next, held.lock, context.handle)` → `..., undefined)`):
+  // the error line `refresh_set_given_up` then named no session, and the operator could not tell
+  // which user will be signed out at the next refresh.
+  it('is given up at close naming the public handle of its session', async () => {
+    const givenUp: Array<string | undefined> = [];
+    const a = process_(undefined, { closeWaitMs: 0, onGivenUp: (handle) => givenUp.push(handle) }, () => true);
+    const { refresh } = rotatingProvider();
+    const d = await newSession(a.records, initial);
+    await expect(a.coordinator.refresh(d, { version: 1, tokens: initial }, refresh, { handle: 'h-given-up' })).rejects.toBeDefined();
+    expect(a.coordinator.unsaved.size).toBe(1);
+    await a.coordinator.close();
+    expect(givenUp).toEqual(['h-given-up']);
+  });
 });
 
 describe('a set kept for Redis whose session ends meanwhile', () => {
