@@ -226,7 +226,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // which ends now instead of working on.
     if (await withStore(() => registry.endedWithRevocation(sessionDigest))) {
       await withStore(() => registry.end(sessionDigest, 'provider-logout'));
-      await withStore(() => destroy(req));
+      // Over once taken: the DEL after it is best effort, as at logout.
+      await destroy(req).catch(() => undefined);
       clearSessionCookie(res, config);
       await revoke(tokens);
       metrics.loginTransactions.inc({ outcome: 'failed' });
@@ -258,26 +259,43 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     });
   }
 
-  async function logout(req: Request, res: Response): Promise<void> {
-    let logoutUrl = '/';
+  /**
+   * The session a logout ends, and the tokens to revoke: those the record held as it went (a
+   * refresh may have replaced the ones this request read), else those this request read. The
+   * record is kept until destroy() deletes it, so that should Redis take the removal after this
+   * request gave up on it (503), the retry, finding no session, reclaims it and revokes and ends
+   * the provider's session as the first would have. Once the record is taken the session is
+   * over: destroy() (a DEL of what is gone, and of the copy) is best effort, and a copy it
+   * leaves expires with the end's note.
+   */
+  async function endForLogout(req: Request): Promise<{ sessionDigest: string; handle: string | undefined; sealed: string | undefined } | undefined> {
     const auth = req.session.auth;
     if (auth) {
       const sessionDigest = digest(req.sessionID);
-      // Local logout first: a slow or failing provider never keeps the session alive. The
-      // tokens revoked are those the record held as it went (a refresh may have replaced the
-      // ones this request read), else those this request read.
-      const stored = await withStore(() => registry.end(sessionDigest));
+      const stored = await withStore(() => registry.end(sessionDigest, 'logout', true));
       const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
-      const tokens = vault.openEnded(sessionDigest, sealed);
-      await withStore(() => destroy(req));
+      await destroy(req).catch(() => undefined);
+      return { sessionDigest, handle: auth.handle, sealed };
+    }
+    const earlier = verifySessionCookie(req.headers.cookie)?.digest;
+    const kept = earlier === undefined ? undefined : await withStore(() => registry.reclaim(earlier));
+    return kept && earlier ? { sessionDigest: earlier, handle: kept.auth?.handle, sealed: kept.tokens.sealed } : undefined;
+  }
+
+  async function logout(req: Request, res: Response): Promise<void> {
+    let logoutUrl = '/';
+    // Local logout first: a slow or failing provider never keeps the session alive.
+    const ended = await endForLogout(req);
+    if (ended) {
+      const tokens = vault.openEnded(ended.sessionDigest, ended.sealed);
       if (provider.isReady()) {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
       await revoke(tokens);
       // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
-      const successors = await registry.endSuccessors(sessionDigest, 'logout').catch(() => []);
+      const successors = await registry.endSuccessors(ended.sessionDigest, 'logout').catch(() => []);
       for (const s of successors) void revoke(vault.openEnded(s.digest, s.stored.tokens.sealed));
-      logger.info({ event: 'logout', session: auth.handle }, 'signed out');
+      logger.info({ event: 'logout', ...(ended.handle ? { session: ended.handle } : {}) }, 'signed out');
     }
     clearSessionCookie(res, config);
     // "cache": API answers the browser kept are not shown to its next user. Not "cookies": it

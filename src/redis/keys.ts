@@ -42,6 +42,11 @@ export interface Keys {
   endedChannel(): string;
   /** A session's end and its reason, remembered for a while (session/registry.ts end). */
   endedSession(sessionDigest: string): string;
+  /**
+   * A record a logout took, kept sealed as it was stored until that logout's request deletes it:
+   * a removal that timed out but landed leaves it for the logout's retry (registry.reclaim).
+   */
+  takenRecord(sessionDigest: string): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
   successor(sessionDigest: string): string;
   /** The version of a session's token set whose refresh-token grant is under way (session/refresh.ts). */
@@ -70,6 +75,7 @@ export function createKeys(prefix: string): Keys {
     dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
     endedSession: (d) => `${prefix}ended-sess:{${d}}`,
+    takenRecord: (d) => `${prefix}taken:{${d}}`,
     successor: (d) => `${prefix}successor:{${d}}`,
     predecessor: (d) => `${prefix}predecessor:${d}`,
     refreshing: (d) => `${prefix}refreshing:{${d}}`,

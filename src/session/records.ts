@@ -27,11 +27,15 @@ export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession 
  * GET and DEL the record, then note the end (ARGV[1], its reason; KEYS[2], same {digest} slot),
  * record or not; an end that revokes (ARGV[3] '1') replaces an earlier note, one that does not
  * never replaces it: a later `replaced` end of a session already logged out would otherwise
- * hide that its tokens are to be revoked.
+ * hide that its tokens are to be revoked. With ARGV[4] '1' the record is kept, as stored (sealed),
+ * under KEYS[3] for as long as the note.
  */
 const TAKE = `
 local val = redis.call('GET', KEYS[1])
-if val then redis.call('DEL', KEYS[1]) end
+if val then
+  redis.call('DEL', KEYS[1])
+  if ARGV[4] == '1' then redis.call('SET', KEYS[3], val, 'EX', ARGV[2]) end
+end
 if ARGV[1] ~= '' and (ARGV[3] == '1' or redis.call('EXISTS', KEYS[2]) == 0) then
   redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
 end
@@ -97,6 +101,7 @@ export interface SessionRecords {
   peekTokens(digest: string): Promise<SealedTokens | undefined>;
   write(digest: string, session: StoredSession): Promise<void>;
   casTokens(digest: string, expectedVersion: number, next: SealedTokens): Promise<CasResult>;
+  /** Deletes the record, and what take() kept of it. */
   remove(digest: string): Promise<void>;
   /**
    * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot
@@ -104,9 +109,12 @@ export interface SessionRecords {
    * remembered with its reason for `ttlSeconds` (keys.endedSession), in the same step, and also
    * when there was no record: a sign-in between its index entry and its save (the one a
    * back-channel logout finds then) ends itself when it finds the note, and write() never
-   * brings the record back. A removal that fails leaves no note.
+   * brings the record back. A removal that fails leaves no note. With `keep`, the record is also
+   * kept for `ttlSeconds` (keys.takenRecord), until remove() or takeKept() deletes it.
    */
-  take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean }): Promise<StoredSession | undefined>;
+  take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean; keep?: boolean }): Promise<StoredSession | undefined>;
+  /** The record take() kept, deleted as it is read. */
+  takeKept(digest: string): Promise<StoredSession | undefined>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -232,12 +240,26 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
       return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
     },
     async remove(digest) {
-      await timed('session_delete', () => redis.del(keys.session(digest)));
+      await timed('session_delete', () => redis.del(keys.session(digest), keys.takenRecord(digest)));
     },
     async take(digest, endedFor) {
       const text = await timed('session_delete', () =>
-        redis.eval(TAKE, 2, keys.session(digest), keys.endedSession(digest), endedFor?.reason ?? '', endedFor?.ttlSeconds ?? 0, endedFor?.revokes ? '1' : '0'),
+        redis.eval(
+          TAKE,
+          3,
+          keys.session(digest),
+          keys.endedSession(digest),
+          keys.takenRecord(digest),
+          endedFor?.reason ?? '',
+          endedFor?.ttlSeconds ?? 0,
+          endedFor?.revokes ? '1' : '0',
+          endedFor?.keep ? '1' : '0',
+        ),
       );
+      return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
+    },
+    async takeKept(digest) {
+      const text = await timed('session_delete', () => redis.getdel(keys.takenRecord(digest)));
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },
     async remainingMs(digest) {

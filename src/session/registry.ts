@@ -41,8 +41,15 @@ export interface SessionRegistry extends Succession {
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
    * `reason` is what the session's open streams and event listeners are told (default logout).
+   * With `keepForRetry`, the record is also kept as stored until its caller's request deletes it
+   * (store destroy): should the removal time out yet land, the retry reclaims it.
    */
-  end(sessionDigest: string, reason?: EndReason): Promise<StoredSession | undefined>;
+  end(sessionDigest: string, reason?: EndReason, keepForRetry?: boolean): Promise<StoredSession | undefined>;
+  /**
+   * What an end with `keepForRetry` took and its request never heard back about (Redis answered
+   * too late), taken once; the index entries that request never removed go with it.
+   */
+  reclaim(sessionDigest: string): Promise<StoredSession | undefined>;
   /**
    * Whether the session was ended, within the last ten minutes, by an end that revokes its
    * tokens (REVOKING), whatever ended it again after; not only by a new sign-in of the same
@@ -110,14 +117,14 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
 
-  async function end(sessionDigest: string, reason: EndReason = 'logout'): Promise<StoredSession | undefined> {
+  async function end(sessionDigest: string, reason: EndReason = 'logout', keepForRetry = false): Promise<StoredSession | undefined> {
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
     // onOrphaned). No removal without its note, and a note without a record too: a sign-in
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     try {
-      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS, revokes: REVOKING.has(reason) });
+      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS, revokes: REVOKING.has(reason), keep: keepForRetry });
     } catch (err) {
       // A command that may have run (it timed out, or its connection dropped with it in flight)
       // ended the session as far as anyone knows: its streams on every instance are told all
@@ -128,8 +135,14 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       throw err;
     }
     // From here the session is over, whatever fails next: its streams are told on every
-    // instance and its caller revokes its tokens. An index entry left behind points at a record
-    // that is gone, which every reader drops.
+    // instance and its caller revokes its tokens.
+    await unindex(sessionDigest, stored);
+    options.onEnded?.(sessionDigest, reason);
+    return stored;
+  }
+
+  /** An index entry left behind points at a record that is gone, which every reader drops. */
+  async function unindex(sessionDigest: string, stored: StoredSession | undefined): Promise<void> {
     const auth = stored?.auth;
     try {
       if (auth) {
@@ -141,8 +154,6 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     } catch (err) {
       options.onIndexError?.(err);
     }
-    options.onEnded?.(sessionDigest, reason);
-    return stored;
   }
 
   /** A saved-form entry whose session is gone, deleted only if no register rewrote it since it was read. */
@@ -192,6 +203,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
     },
     end,
+    async reclaim(sessionDigest) {
+      const stored = await records.takeKept(sessionDigest);
+      await unindex(sessionDigest, stored);
+      return stored;
+    },
     async endedWithRevocation(sessionDigest) {
       return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
     },

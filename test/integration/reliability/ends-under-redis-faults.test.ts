@@ -9,6 +9,14 @@
  * - The removal lands, then the link drops before the signed-out event is published: the
  *   DELETE answered 204 and the event reached only the ending instance. Fails if, in
  *   src/session/events.ts publish, a failed signed-out is not queued again (`resendLater`).
+ * - A logout's removal times out but lands: the logout answered 503, and its retry found no
+ *   session, so nothing was revoked and the browser was never sent to the provider's end-session
+ *   page. Fails if, in src/session/registry.ts end, the record is not kept for the retry
+ *   (`keep: keepForRetry` → `keep: false`).
+ * - A logout's removal lands and the DEL after it (express-session's destroy) fails: the logout
+ *   answered 503 with nothing revoked, and its retry found no session (found by red team).
+ *   Fails if, in src/http/auth-routes.ts endForLogout, `await destroy(req).catch(() => undefined)`
+ *   becomes `await withStore(() => destroy(req))`.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -18,7 +26,7 @@ import { startTestProvider, type TestProvider } from '../../support/oidc-provide
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
 import { startTcpGate, type TcpGate } from '../../support/tcp-gate.js';
-import { sessionIdFromCookie } from '../../support/assertions.js';
+import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
@@ -110,4 +118,65 @@ it("a DELETE /auth/sessions/{id} whose ending instance loses Redis right after t
   } finally {
     phone.stream.destroy();
   }
+}, 40_000);
+
+/** Signed in on A, its cookie sent to B; its refresh token, live at the provider. */
+async function signedInForLogout(user: string) {
+  const { client, cookie, stream } = await signedInWithStreamOnA(user);
+  stream.destroy();
+  const tokens = await tokensOfSession(a, cookie);
+  expect((await provider.introspect(tokens?.refreshToken as string)).active).toBe(true);
+  return { client, cookie, tokens };
+}
+
+/** The logout's answer names the provider's end-session page, hinted with the session's ID token. */
+function expectEndSessionUrl(res: { status: number; json<T>(): T }, idToken: string | undefined) {
+  expect(res.status).toBe(200);
+  const url = new URL(res.json<{ logoutUrl: string }>().logoutUrl);
+  expect(url.origin).toBe(new URL(provider.issuer).origin);
+  expect(url.searchParams.get('id_token_hint')).toBe(idToken);
+}
+
+const revoked = (token: string | undefined) =>
+  eventually('the refresh token revoked at the provider', TOLD_MS, async () => (await provider.introspect(token as string)).active === false || undefined);
+const keptCopyExists = (cookie: string) => a.runtime.redis.exists(a.runtime.keys.takenRecord(digest(sessionIdFromCookie(cookie))));
+
+it('a logout whose removal times out but lands: its retry revokes the tokens and sends the browser to the provider', async () => {
+  const { client, cookie, tokens } = await signedInForLogout('alice');
+  const held = stall.holdAt(TAKE);
+  const first = client.post(`${b.url}/auth/logout`, { headers: csrf });
+  await withTimeout(held, HELD_MS, 'the TAKE script on the wire (is its text still matched?)');
+  expectErrorBody(await first, 'session_store_unavailable', 503);
+  stall.release();
+  await eventually('the removal to land', TOLD_MS, async () => (await recordExists(cookie)) === 0 || undefined);
+  expect(await keptCopyExists(cookie)).toBe(1);
+
+  expectEndSessionUrl(await client.post(`${b.url}/auth/logout`, { headers: csrf }), tokens?.idToken);
+  await revoked(tokens?.refreshToken);
+  expect(await keptCopyExists(cookie)).toBe(0);
+  // Reclaimed once: a third try is a logout without a session.
+  expect((await client.post(`${b.url}/auth/logout`, { headers: csrf })).json()).toEqual({ logoutUrl: '/' });
+}, 40_000);
+
+it('a logout whose DEL after the removal fails: answered as any logout, the tokens revoked', async () => {
+  const { client, cookie, tokens } = await signedInForLogout('alice');
+  const held = stall.holdAt('$3\r\ndel\r\n');
+  const first = client.post(`${b.url}/auth/logout`, { headers: csrf });
+  try {
+    await withTimeout(held, HELD_MS, 'the DEL on the wire');
+    // Answered while the DEL is still held past commandTimeoutMs.
+    expectEndSessionUrl(await withTimeout(first, HELD_MS, 'the logout answered'), tokens?.idToken);
+  } finally {
+    stall.release();
+  }
+  await revoked(tokens?.refreshToken);
+  expect(await recordExists(cookie)).toBe(0);
+}, 40_000);
+
+// Fails if, in src/session/records.ts remove, the DEL leaves out `keys.takenRecord(digest)`.
+it('a logout Redis answers in time leaves no copy of the record behind', async () => {
+  const { client, cookie, tokens } = await signedInForLogout('alice');
+  expectEndSessionUrl(await client.post(`${b.url}/auth/logout`, { headers: csrf }), tokens?.idToken);
+  expect(await recordExists(cookie)).toBe(0);
+  expect(await keptCopyExists(cookie)).toBe(0);
 }, 40_000);
