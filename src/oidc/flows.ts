@@ -64,7 +64,9 @@ function granted(
     ...(response.refresh_token ?? previous?.refreshToken ? { refreshToken: response.refresh_token ?? previous?.refreshToken } : {}),
     ...(response.id_token ?? previous?.idToken ? { idToken: response.id_token ?? previous?.idToken } : {}),
     ...(expiresIn !== undefined ? { expiresAt: Math.floor(clock() / 1000) + expiresIn, lifetime: expiresIn } : {}),
-    ...(response.scope ?? previous?.scope ? { scope: response.scope ?? previous?.scope } : {}),
+    // `""` grants no scope (oidc-provider answers so for a resource whose scopes were all
+    // declined); only an absent scope means the one asked for (RFC 6749 §5.1), or kept (§6).
+    ...(response.scope !== undefined ? { scope: response.scope } : previous?.scope !== undefined ? { scope: previous.scope } : {}),
   };
 }
 

@@ -9,7 +9,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
-import { expectErrorBody } from '../../support/assertions.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 
 const csrf = { 'x-csrf': '1' };
 let upstream: Upstream;
@@ -72,6 +72,32 @@ describe('a provider that grants fewer scopes than requested', () => {
       expectErrorBody(await client.get(`${stack.gateway.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
       expectErrorBody(await client.get(`${stack.gateway.url}/me/echo`, { headers: csrf }), 'insufficient_scope', 403);
       expect((await client.get(`${stack.gateway.url}/plain/echo`, { headers: csrf })).status).toBe(200);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  // Fails if, in src/oidc/flows.ts granted(), an empty scope is read as not stated again
+  // (`response.scope !== undefined ?` → `response.scope ?`): the session then held every scope
+  // it asked for, and the route was proxied with the token (found by red team).
+  it('grants none of a resource\'s scopes: oidc-provider answers scope "", and the session holds openid only', async () => {
+    const api = 'https://orders.example';
+    const stack = await startStack({
+      provider: { scopes: { 'orders:read': 'Read your orders' }, resourceServers: { [api]: { scope: 'orders:read' } }, defaultResource: api, declinedScopes: ['orders:read'] },
+      config: {
+        scopes: ['openid', 'profile', 'offline_access', 'orders:read'],
+        extraAuthParams: { resource: api },
+        routes: [{ path: '/orders', target: upstream.url, auth: 'user', scopes: ['orders:read'] }],
+      },
+    });
+    try {
+      const client = new BrowserClient();
+      await signIn(client, stack.gateway.url);
+      const cookie = client.cookies(stack.gateway.url)[stack.gateway.config.derived.sessionCookieName] as string;
+      expect((await tokensOfSession(stack.gateway, cookie))?.scope).toBe('');
+      expect((await client.get(`${stack.gateway.url}/auth/user`, { headers: csrf })).json<User>().scopes).toEqual(['openid']);
+      expectErrorBody(await client.get(`${stack.gateway.url}/orders/list`, { headers: csrf }), 'insufficient_scope', 403);
+      expect(upstream.requests).toHaveLength(0);
     } finally {
       await stack.close();
     }

@@ -216,6 +216,24 @@ describe('a refresh that grants fewer scopes', () => {
   });
 });
 
+describe('a refresh that grants no scope at all', () => {
+  // Fails if, in src/oidc/flows.ts granted(), an empty scope is read as not stated again
+  // (`response.scope !== undefined ?` → `response.scope ?`): the sign-in's scope was carried on,
+  // and email stayed open after the provider withdrew everything (found by red team).
+  it('answered scope "": every route needing a scope is 403, and /auth/user lists openid only', async () => {
+    const s = await signedIn();
+    expect((await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf })).status).toBe(200);
+    grantAnswersWith('refresh_token', { scope: '' });
+    clock.advance(3600);
+    upstream.reset();
+    const before = refreshesSeen();
+    expectErrorBody(await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
+    expect(refreshesSeen()).toBe(before + 1);
+    expect(upstream.requests).toHaveLength(0);
+    expect((await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).json<{ scopes: string[] }>().scopes).toEqual(['openid']);
+  });
+});
+
 describe('a refresh answered after the session ended', () => {
   /**
    * The provider answers the session's next refresh at once; its answer reaches the gateway only
