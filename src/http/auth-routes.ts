@@ -15,7 +15,7 @@ import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
 import { visibleClaims, type AuthData } from '../session/data.js';
-import { userDigest, type SessionRegistry } from '../session/registry.js';
+import { userDigest, type EndedSession, type SessionRegistry } from '../session/registry.js';
 import type { Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
@@ -144,6 +144,18 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     return undefined;
   }
 
+  /**
+   * Of the sessions a sign-in ended (`replaced`), those of another user: a session of the same
+   * user may share the new one's grant (oidc-provider reuses it) and is not revoked, but another
+   * user's grant is held by no one now, and is revoked as their logout would have (a shared
+   * computer's next user signing in over the last).
+   */
+  function revokeOtherUsers(ended: readonly EndedSession[], iss: string, sub: string): void {
+    for (const { digest: d, stored } of ended) {
+      if (stored.auth && (stored.auth.iss !== iss || stored.auth.sub !== sub)) void revoke(vault.openEnded(d, stored.tokens.sealed));
+    }
+  }
+
   async function callback(req: Request, res: Response): Promise<void> {
     const query = queryOf(req);
     const state = oneParam(query, 'state', 1024);
@@ -193,10 +205,15 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const replaced = new Set<string>();
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
-    for (const old of replaced) await withStore(() => registry.end(old, 'replaced'));
+    const { claims } = signIn;
+    const ended: EndedSession[] = [];
+    for (const old of replaced) {
+      const stored = await withStore(() => registry.end(old, 'replaced'));
+      if (stored) ended.push({ digest: old, stored });
+    }
+    revokeOtherUsers(ended, claims.iss, claims.sub);
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
-    const { claims } = signIn;
     const auth: AuthData = {
       handle: randomBytes(16).toString('base64url'),
       sub: claims.sub,
@@ -236,7 +253,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // The sessions this browser's other sign-ins made meanwhile, which this one's cookie
     // overwrites, end too. A failure there does not fail this sign-in.
     const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: userDigest(claims.iss, claims.sub) };
-    await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed);
+    revokeOtherUsers((await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? [], claims.iss, claims.sub);
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

@@ -34,9 +34,10 @@ export interface Succession {
    * Notes `successor` as the sign-in that replaced each of `replaced` (for as long as a sign-in
    * may take), and ends the one noted before it: two sign-ins of the same browser at once (two
    * tabs) replace the same session, and the earlier one's cookie is overwritten by the later's.
-   * It lived on unseen, listed, its grant alive after the browser signed out.
+   * It lived on unseen, listed, its grant alive after the browser signed out. Returns what the
+   * sessions it ended held.
    */
-  succeed(replaced: Iterable<string>, successor: string): Promise<void>;
+  succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]>;
   /**
    * The sessions other sign-ins of this browser made that `successor` (the sign-in whose login
    * cookie's digest is `own`) overwrites in the browser, to be ended: one that completed before
@@ -53,8 +54,11 @@ export interface Succession {
    * the logout waited on the provider had its cookie wiped by the logout's answer.
    */
   endSuccessors(sessionDigest: string, reason: EndReason): Promise<EndedSession[]>;
-  /** After a sign-in is saved: ends its rivals, then notes it as the successor of those and of `replaced`. */
-  supersede(replaced: Iterable<string>, successor: string, signIn: SignedIn): Promise<void>;
+  /**
+   * After a sign-in is saved: ends its rivals, then notes it as the successor of those and of
+   * `replaced`. Returns what the sessions it ended held.
+   */
+  supersede(replaced: Iterable<string>, successor: string, signIn: SignedIn): Promise<EndedSession[]>;
 }
 
 /** How many sign-ins in a row, replacing one another, a late one of the same browser ends. */
@@ -65,15 +69,22 @@ const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEY
 type End = (sessionDigest: string, reason: EndReason) => Promise<StoredSession | undefined>;
 
 export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succession {
-  async function succeed(replaced: Iterable<string>, successor: string): Promise<void> {
+  /** Ends `sessionDigest` for a sign-in that replaced it, noting what it held in `ended`. */
+  async function replace(sessionDigest: string, ended: EndedSession[]): Promise<void> {
+    const stored = await end(sessionDigest, 'replaced');
+    if (stored) ended.push({ digest: sessionDigest, stored });
+  }
+  async function succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]> {
+    const ended: EndedSession[] = [];
     for (const old of replaced) {
       let before = (await redis.eval(SUCCEED, 1, keys.successor(old), successor, String(TRANSACTION_TTL_SECONDS))) as string | null;
       // And what replaced that in turn (a sign-in from the first tab's new session, meanwhile).
       for (let hop = 0; before !== null && before !== successor && hop < MAX_SUCCESSION; hop++) {
-        await end(before, 'replaced');
+        await replace(before, ended);
         before = await redis.get(keys.successor(before));
       }
     }
+    return ended;
   }
   async function rivals(own: string, inFlight: readonly string[], successor: string, user: string): Promise<string[]> {
     const note = `${successor} ${user}`;
@@ -103,10 +114,11 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succ
     }
     return ended;
   }
-  async function supersede(replaced: Iterable<string>, successor: string, { own, inFlight, user }: SignedIn): Promise<void> {
+  async function supersede(replaced: Iterable<string>, successor: string, { own, inFlight, user }: SignedIn): Promise<EndedSession[]> {
     const found = await rivals(own, inFlight, successor, user);
-    for (const rival of found) await end(rival, 'replaced');
-    await succeed([...replaced, ...found], successor);
+    const ended: EndedSession[] = [];
+    for (const rival of found) await replace(rival, ended);
+    return [...ended, ...(await succeed([...replaced, ...found], successor))];
   }
 
   return { succeed, rivals, endSuccessors, supersede };

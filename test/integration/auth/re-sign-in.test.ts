@@ -7,7 +7,8 @@
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin, type ProviderLoginOptions } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
-import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie } from '../../support/assertions.js';
+import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import type { TestGateway } from '../../support/gateway.js';
 
@@ -46,11 +47,15 @@ async function loginAgain(client: BrowserClient, as: ProviderLoginOptions = {}):
 /**
  * A browser signed in starts two sign-ins (two tabs), completes the first, then, from that new
  * session, the sign-in `meanwhile` makes (its cookie), then the late tab's: only the last lives.
+ * With `ownGrant`, the late tab signs in at the provider in a provider session of its own (its
+ * code is of another grant than the first tab's).
  */
-async function lateTabAfter(meanwhile: (client: BrowserClient) => Promise<string>): Promise<void> {
+async function lateTabAfter(meanwhile: (client: BrowserClient) => Promise<string>, ownGrant = false): Promise<void> {
   const client = new BrowserClient();
   await signIn(client, gw.url);
-  const [callbackA, callbackLate] = [await loginAgain(client), await loginAgain(client)];
+  const callbackA = await loginAgain(client);
+  if (ownGrant) forgetProviderSession(client);
+  const callbackLate = await loginAgain(client);
   const first = await comeBack(client, callbackA);
   const second = await meanwhile(client);
   const last = await comeBack(client, callbackLate);
@@ -59,6 +64,14 @@ async function lateTabAfter(meanwhile: (client: BrowserClient) => Promise<string
   expect((await userWith(second)).status).toBe(401);
   expect((await userWith(last)).status).toBe(200);
 }
+
+/** The provider's session cookies gone: the next sign-in there is a new provider session, and a new grant. */
+function forgetProviderSession(client: BrowserClient): void {
+  for (const c of client.cookieDetails(stack.provider.issuer)) client.deleteCookie(stack.provider.issuer, c.name);
+}
+
+const revoked = (token: string | undefined) =>
+  eventually('the refresh token revoked at the provider', 10_000, async () => (await stack.provider.introspect(token as string)).active === false || undefined);
 
 /** The provider's redirect back to `callback` (cross-site: no Strict cookie); the cookie it leaves. */
 async function comeBack(client: BrowserClient, callback: string): Promise<string> {
@@ -151,15 +164,41 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
   // await redis.get(keys.successor(before));` → `before = null;`), or if supersede no longer
   // calls succeed: the other user's session signed in from the first tab's lived on, its cookie
   // overwritten by the late tab's (the notes for login cookies end only the same user's).
+  // Bob's grant is revoked too: fails if, in src/http/auth-routes.ts callback, what
+  // `registry.supersede(...)` ended is not handed to revokeOtherUsers. The late tab signs in at
+  // the provider in a provider session of its own: bob's sign-in over the first tab's session
+  // revokes that session's grant, alice's, which would otherwise be the late tab's too (its
+  // code then fails, and the browser keeps bob's session).
   it("a late tab ends another user's session signed in from this browser meanwhile (the succession chain)", async () => {
+    let bobsRefreshToken: string | undefined;
     await lateTabAfter(async (client) => {
-      // From the first tab's new session, bob signs in, in a provider session of his own (alice's
-      // cookies at the provider gone, so hers is not ended: her late tab's code stays good).
-      for (const c of client.cookieDetails(stack.provider.issuer)) client.deleteCookie(stack.provider.issuer, c.name);
+      // From the first tab's new session, bob signs in, in a provider session of his own.
+      forgetProviderSession(client);
       const bob = await comeBack(client, await loginAgain(client, { user: 'bob', password: 'bob-password' }));
       expect((await userWith(bob)).json<{ sub: string }>().sub).toBe('bob');
+      bobsRefreshToken = (await tokensOfSession(gw, bob))?.refreshToken;
       return bob;
-    });
+    }, true);
+    await revoked(bobsRefreshToken);
+  });
+
+  // Fails if, in src/http/auth-routes.ts revokeOtherUsers, another user's session is not told
+  // apart (`stored.auth && (...)` → `false`): alice's refresh token outlived her session, held
+  // by no one, as if she had never signed out of this app on a shared computer (found by red
+  // team). The same user's replaced session is not revoked: oidc-provider reuses the grant.
+  it("another user signing in over a session revokes that user's grant; the same user's new sign-in keeps it", async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const alice = await tokensOfSession(gw, sessionCookie(client));
+    await comeBack(client, await loginAgain(client));
+    const aliceAgain = await tokensOfSession(gw, sessionCookie(client));
+    expect((await stack.provider.introspect(alice?.refreshToken as string)).active).toBe(true);
+
+    forgetProviderSession(client);
+    const bob = await comeBack(client, await loginAgain(client, { user: 'bob', password: 'bob-password' }));
+    expect((await userWith(bob)).json<{ sub: string }>().sub).toBe('bob');
+    await revoked(aliceAgain?.refreshToken);
+    expect((await stack.provider.introspect((await tokensOfSession(gw, bob))?.refreshToken as string)).active).toBe(true);
   });
 
   // Fails if, in src/session/succession.ts rivals, the note left for this sign-in is not read
