@@ -15,6 +15,7 @@ import { createAuthRouter } from './http/auth-routes.js';
 import { createBodyDeadline } from './http/body-deadline.js';
 import { createErrorHandler } from './http/error-handler.js';
 import { createEventsRoute } from './http/events-route.js';
+import { tooManyHeaderFields } from './http/header-fields.js';
 import { createHealthRouter } from './http/health-routes.js';
 import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
 import { createProxyRoutes } from './http/proxy-routes.js';
@@ -184,6 +185,12 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       return;
     }
     req.url = target;
+    const crowded = tooManyHeaderFields(req);
+    if (crowded) {
+      req[FAILED] = { error: crowded };
+      app(req, res);
+      return;
+    }
     // A request that asked to upgrade to something else (h2c) is served as HTTP/1.1
     // (http/server-options.ts), but Node's parser stops at its end: a request pipelined behind
     // it would never be read nor answered. Its connection closes instead.

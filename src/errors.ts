@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, description: 'This method is not allowed here.' },
   request_timeout: { status: 408, description: 'The request body did not arrive in time.' },
   rate_limited: { status: 429, description: 'Too many requests; try again later.' },
+  too_many_header_fields: { status: 431, description: 'The request has more header fields than the gateway reads.' },
   server_error: { status: 500, description: 'The gateway failed unexpectedly.' },
   token_refresh_failed: {
     status: 502,

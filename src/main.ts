@@ -13,7 +13,7 @@ import { createMetricsApp } from './http/metrics-server.js';
 import { createLogger } from './observability/logger.js';
 import { shareWithPrimary, type MetricsSource } from './observability/metrics.js';
 import { METRICS_REQUEST, METRICS_RESPONSE, startSupervisor, type MetricsRequest, type MetricsResponse, type Supervisor } from './supervisor.js';
-import { gatewayServerOptions } from './http/server-options.js';
+import { createGatewayServer } from './http/server-options.js';
 
 export interface CliArgs {
   config?: string;
@@ -58,7 +58,7 @@ export interface StartOptions {
 
 export async function startGateway(config: Config, runtime: Runtime, options: StartOptions = {}): Promise<RunningGateway> {
   const app = createApp(runtime, options.metricsSource ? { metricsSource: options.metricsSource } : {});
-  const server = http.createServer(gatewayServerOptions, app);
+  const server = createGatewayServer(app);
   server.on('upgrade', app.handleUpgrade);
   // Node drops a CONNECT without an answer unless someone handles it: the gateway is no
   // forward proxy, so it says so.

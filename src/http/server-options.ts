@@ -2,7 +2,7 @@
  * The gateway's HTTP server, as main.ts starts it and the tests do too (test/support/gateway.ts):
  * one set of options, so that what is tested is what runs.
  */
-import type { IncomingMessage, ServerOptions } from 'node:http';
+import http, { type IncomingMessage, type RequestListener, type ServerOptions } from 'node:http';
 
 export const gatewayServerOptions: ServerOptions = {
   // Bodies stream to upstreams for as long as they take: the gateway's own endpoints bound
@@ -21,6 +21,22 @@ export const gatewayServerOptions: ServerOptions = {
   // upgrade listener: http/websocket.ts.)
   shouldUpgradeCallback: (req: IncomingMessage) => asksForWebSocket(req),
 };
+
+/**
+ * The gateway's server, with no limit of Node's on the number of header fields (the 16 KiB
+ * maxHeaderSize bounds the head; http/header-fields.ts refuses past 100). Node before 22.23.2
+ * and 24.18.1 (which `engines` admits) left every field past maxHeadersCount (2,000 names and
+ * values) out of req.headers while its parser still framed the body by them: a Content-Length
+ * past a thousand fields reached the gateway as a GET without a body, the body bytes were piped
+ * on, and the upstream read them as a request of the browser's making, on a pooled connection,
+ * past every route and check (request smuggling). With no limit, every Node hands over every
+ * field it framed by.
+ */
+export function createGatewayServer(app?: RequestListener): http.Server {
+  const server = app ? http.createServer(gatewayServerOptions, app) : http.createServer(gatewayServerOptions);
+  server.maxHeadersCount = 0;
+  return server;
+}
 
 /** `Upgrade: websocket`, in any case: the one upgrade the gateway serves. */
 export const asksForWebSocket = (req: IncomingMessage): boolean => req.headers.upgrade?.toLowerCase() === 'websocket';

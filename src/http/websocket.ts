@@ -21,6 +21,7 @@ import { announcesBody } from '../proxy/headers.js';
 import { asksForWebSocket } from './server-options.js';
 import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
+import { tooManyHeaderFields } from './header-fields.js';
 import type { HeldSessions } from '../session/held.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
@@ -101,6 +102,8 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   }
 
   async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const crowded = tooManyHeaderFields(req);
+    if (crowded) throw crowded;
     const target = canonicalTarget(req.url);
     if (typeof target !== 'string') throw refusedPath(target);
     req.url = target;

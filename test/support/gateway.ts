@@ -9,7 +9,7 @@ import type { Config } from '../../src/config/load.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
 import { buildTestConfig, type TestConfigInput } from './config.js';
 import { listenOnLoopback } from './listen.js';
-import { gatewayServerOptions } from '../../src/http/server-options.js';
+import { createGatewayServer } from '../../src/http/server-options.js';
 
 export interface ReservedServer {
   server: http.Server;
@@ -19,7 +19,7 @@ export interface ReservedServer {
 
 /** Listens first, so the public URL (and the redirect_uri to register) is known up front. */
 export async function reserveServer(): Promise<ReservedServer> {
-  const server = http.createServer(gatewayServerOptions);
+  const server = createGatewayServer();
   const port = await listenOnLoopback(server);
   return { server, port, url: `http://127.0.0.1:${port}` };
 }
