@@ -194,10 +194,12 @@ export function decodePath(canonical: string): string {
  * A decoded path as the loosest upstream reads it: UTF-8 read as text (decoded paths are byte
  * strings), full case folding both ways, so that `K` (Kelvin), `ſ` and `ß` meet `k`, `s` and
  * `ss` as well, and each segment's trailing dots and spaces dropped (Win32 names). Reading more
- * loosely than a given upstream does only refuses more.
+ * loosely than a given upstream does only refuses more. `İ` (U+0130) is the one letter whose
+ * full lowercase (`i̇`, two code points) is not its simple one (`i`), which Java's
+ * equalsIgnoreCase (and Spring's case-insensitive matching) compares by: read as `I`.
  */
 export function looseReading(decoded: string): string {
-  return Buffer.from(decoded, 'latin1').toString('utf8').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
+  return Buffer.from(decoded, 'latin1').toString('utf8').replace(/\u0130/g, 'I').toUpperCase().toLowerCase().replace(/[. ]+(?=\/|$)/g, '');
 }
 
 /** `path` is `prefix` or below it, on a segment boundary. */

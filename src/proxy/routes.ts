@@ -10,8 +10,9 @@
  * in both forms.
  *
  * Matching is exact, but many upstreams read a path more loosely: without regard to case
- * (Express, ASP.NET, IIS, koa-router), and without a segment's trailing dots and spaces
- * (Windows, IIS). With routes `/api` and `/api/admin` (scopes, step-up), `/api/ADMIN/users` or
+ * (Express, ASP.NET, IIS, koa-router, Java's equalsIgnoreCase), without a segment's trailing
+ * dots and spaces (Windows, IIS), and without a format suffix on a route's last segment (Rails,
+ * older Spring MVC). With routes `/api` and `/api/admin` (scopes, step-up), `/api/ADMIN/users` or
  * `/api/admin./users` matches `/api` here and reaches the admin handler there, past the admin
  * route's checks. A path whose loose reading names a more specific route than its match is
  * refused (`route_ambiguous`), the way canonical-path.ts refuses what neighbours read
@@ -88,6 +89,15 @@ function readsAsItself(decoded: string): boolean {
   return true;
 }
 
+/**
+ * `path` is `prefix` with a format suffix (`/api/admin.json`, `/api/admin.json/` for
+ * `/api/admin`): Rails appends `(.:format)` to every route, and Spring MVC before 5.3 matched
+ * `.*` suffixes by default, so such an upstream serves it as `prefix`'s.
+ */
+function withFormat(path: string, prefix: string): boolean {
+  return path.charCodeAt(prefix.length) === 0x2e && path.startsWith(prefix) && /^\.[^/]+\/?$/.test(path.slice(prefix.length));
+}
+
 interface Entry {
   route: CompiledRoute;
   decoded: string;
@@ -120,7 +130,7 @@ export function compileRoutes(routes: readonly RouteConfig[], globalDpop = false
         // No shadow matches this path exactly: it would have matched first, being longer (two
         // routes with one loose reading are refused by the schema).
         const loose = readsAsItself(path) ? path : looseReading(path);
-        for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;
+        for (const shadow of shadows) if (under(loose, shadow) || withFormat(loose, shadow)) return ROUTE_AMBIGUOUS;
         return route;
       }
       return undefined;

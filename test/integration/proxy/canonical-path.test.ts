@@ -77,7 +77,10 @@ describe('route confusion', () => {
   });
 
   // Fails if, in proxy/routes.ts `match`, the line
-  // `for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;` is removed.
+  // `for (const shadow of shadows) if (under(loose, shadow) || withFormat(loose, shadow)) return ROUTE_AMBIGUOUS;`
+  // is removed; `/api/adm%C4%B0n/users` (Java's case-blind reading) if config/canonical-path.ts
+  // looseReading stops reading İ as I; `/api/admin.json` (Rails' format suffix) if
+  // `|| withFormat(loose, shadow)` is dropped.
   it('refuses a path naming the admin route in another case, which an Express upstream serves there', async () => {
     // Express routes without regard to case (its default): the hazard is real.
     const app = express();
@@ -88,7 +91,7 @@ describe('route confusion', () => {
     decoding.reset();
     decoding.setHandler(app);
 
-    for (const target of ['/api/ADMIN/users', '/api/Admin', '/api/%41dmin/users']) {
+    for (const target of ['/api/ADMIN/users', '/api/Admin', '/api/%41dmin/users', '/api/adm%C4%B0n/users', '/api/admin.json']) {
       const res = await send(target);
       expect([target, res.status]).toEqual([target, 400]);
       expectErrorBody(res, 'invalid_request', 400);

@@ -5,8 +5,9 @@
  * runs as an upstream that ignores letter case (Express, ASP.NET, IIS).
  *
  * The properties fail if, in proxy/routes.ts `match`, the line
- * `for (const shadow of shadows) if (under(loose, shadow)) return ROUTE_AMBIGUOUS;` is removed;
- * the Windows model's (trailing dots and spaces) also if looseReading stops dropping them.
+ * `for (const shadow of shadows) if (under(loose, shadow) || withFormat(loose, shadow)) return ROUTE_AMBIGUOUS;`
+ * is removed; the Windows model's (trailing dots and spaces) also if looseReading stops dropping
+ * them, and the format model's if `|| withFormat(loose, shadow)` is.
  */
 import fc from 'fast-check';
 import { routeSchema } from '../../../src/config/schema.js';
@@ -142,6 +143,26 @@ describe('routes on the canonical path', () => {
     expect(picked(m, '/api/cafe')).toBe('/api');
   });
 
+  // Fails if, in config/canonical-path.ts looseReading, `.replace(/\u0130/g, 'I')` is dropped:
+  // `admİn` folds to `admi̇n` in full, where Java's equalsIgnoreCase (simple mappings, as Spring's
+  // case-insensitive matching) reads `admin`, and the admin route's checks were passed by
+  // (found by red team).
+  it('folds İ (U+0130) to i, as Java compares case', () => {
+    expect(pick('/api/adm%C4%B0n/users')).toBe('refused');
+    expect(pick('/api/%C4%B0')).toBe('/api');
+    const { match: m } = compileRoutes([route('/api'), route('/api/%C4%B0d')]);
+    expect(picked(m, '/api/id')).toBe('refused');
+    expect(picked(m, '/api/ID/x')).toBe('refused');
+  });
+
+  // Fails if, in proxy/routes.ts match, `|| withFormat(loose, shadow)` is dropped: Rails routes
+  // `/api/admin.json` to the admin action, as Spring MVC before 5.3 did (found by red team).
+  it('refuses a path that names the admin route with a format suffix, which Rails serves there', () => {
+    for (const p of ['/api/admin.json', '/api/ADMIN.json', '/api/admin.tar.gz', '/api/admin.json/']) expect([p, pick(p)]).toEqual([p, 'refused']);
+    for (const p of ['/api/admin.json/users', '/api/administrators.json', '/api/adminjson', '/api/x/admin.json']) expect([p, pick(p)]).toEqual([p, '/api']);
+    expect(pick('/api/admin/users.json')).toBe('/api/admin');
+  });
+
   it('refuses a path that names the admin route with a trailing dot or space, which Windows and IIS drop', () => {
     for (const p of ['/api/admin./users', '/api/admin.', '/api/admin%2E', '/api/admin%20', '/api/admin%20/users', '/api/admin.%20.']) {
       expect([p, pick(p)]).toEqual([p, 'refused']);
@@ -267,6 +288,11 @@ const MODELS: Record<string, (path: string) => string> = {
     ),
   /** (e) a double decoder (a framework decoding what its server already decoded). */
   doubleDecode: (p) => removeDotSegments(percentDecode(percentDecode(p))),
+  /**
+   * (f) Rails-like (`(.:format)` on every route) or Spring MVC before 5.3 (suffix patterns): an
+   * RFC 3986 upstream that also reads the last segment without what follows its first dot.
+   */
+  format: (p) => removeDotSegments(percentDecode(p)).replace(/(\/[^/.]+)\.[^/]+(\/?)$/, '$1$2'),
 };
 
 const ROUTES = ['/api', '/api/admin', '/api/admin/keys', '/api/a!b', '/api/caf%C3%A9', '/live'];
