@@ -213,6 +213,11 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   }
 
   async function serve(req: IncomingMessage, res: ServerResponse, route: CompiledRoute): Promise<void> {
+    // A TRACE is answered with the request as received, the Authorization the gateway added
+    // included (Apache's TraceEnable is on by default): whoever holds the cookie would read the
+    // token itself. Browsers cannot send one, so nothing an SPA does is refused. (Node's parser
+    // refuses IIS's TRACK, with 400.)
+    if (req.method === 'TRACE') throw new GatewayError('method_not_allowed');
     if (req.headers[csrfHeader] !== '1') throw new GatewayError('csrf_check_failed');
     const credential = await attachCredential(req, res, route);
     await (upstreams.get(route.path) as Upstream).forward(req, res, credential);

@@ -211,6 +211,17 @@ describe('refusals that never reach the upstream', () => {
   });
 });
 
+// Fails if, in src/http/proxy-routes.ts serve, the TRACE refusal is dropped: an upstream that
+// echoes TRACE (Apache's default) handed the session's access token to whoever held the cookie
+// (noted by red team). TRACK never gets this far: Node's parser answers it 400.
+it('refuses TRACE on a proxied route with 405, before the upstream and its token; TRACK gets 400', async () => {
+  const { cookie } = await signedInClient();
+  const headers = { ...csrf, cookie: `${config.derived.sessionCookieName}=${cookie}` };
+  expectErrorBody(await rawExchange(gw.url, { method: 'TRACE', target: '/api/echo', headers }), 'method_not_allowed', 405);
+  expect((await rawExchange(gw.url, { method: 'TRACK', target: '/api/echo', headers })).status).toBe(400);
+  expect(upstream.requests).toHaveLength(0);
+});
+
 describe('silent refresh', () => {
   it('refreshes an expired access token once, before forwarding, and keeps the rotated refresh token', async () => {
     const { client, cookie } = await signedInClient();
