@@ -189,6 +189,21 @@ describe('a refresh that fails for now keeps the session', () => {
   });
 });
 
+/**
+ * The session's next refresh answered with `scope`: the call that refreshes, to a route that
+ * needs email, is 403 before the upstream, after one refresh.
+ */
+async function refreshNarrowedTo(s: SignedIn, scope: string): Promise<void> {
+  expect((await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf })).status).toBe(200);
+  grantAnswersWith('refresh_token', { scope });
+  clock.advance(3600);
+  upstream.reset();
+  const before = refreshesSeen();
+  expectErrorBody(await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
+  expect(refreshesSeen()).toBe(before + 1);
+  expect(upstream.requests).toHaveLength(0);
+}
+
 describe('a refresh that grants fewer scopes', () => {
   // Fails if, in proxy/bearer.ts userAccessToken, `if (current.tokens) requireScopes(route, auth, current.tokens);`
   // is removed (the call that refreshed is let through) or requireScopes checks
@@ -198,16 +213,8 @@ describe('a refresh that grants fewer scopes', () => {
     const s = await signedIn();
     const scopesOf = async () => (await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).json<{ scopes: string[] }>().scopes;
     expect(await scopesOf()).toContain('email');
-    expect((await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf })).status).toBe(200);
-
     // The user withdrew consent to email: the provider's refresh answer states the scopes left.
-    grantAnswersWith('refresh_token', { scope: 'openid profile offline_access' });
-    clock.advance(3600);
-    upstream.reset();
-    const before = refreshesSeen();
-    expectErrorBody(await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
-    expect(refreshesSeen()).toBe(before + 1);
-    expect(upstream.requests).toHaveLength(0);
+    await refreshNarrowedTo(s, 'openid profile offline_access');
     expectErrorBody(await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
     expect(upstream.requests).toHaveLength(0);
     expect(await scopesOf()).not.toContain('email');
@@ -222,14 +229,7 @@ describe('a refresh that grants no scope at all', () => {
   // and email stayed open after the provider withdrew everything (found by red team).
   it('answered scope "": every route needing a scope is 403, and /auth/user lists openid only', async () => {
     const s = await signedIn();
-    expect((await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf })).status).toBe(200);
-    grantAnswersWith('refresh_token', { scope: '' });
-    clock.advance(3600);
-    upstream.reset();
-    const before = refreshesSeen();
-    expectErrorBody(await s.client.get(`${gw.url}/mail/inbox`, { headers: csrf }), 'insufficient_scope', 403);
-    expect(refreshesSeen()).toBe(before + 1);
-    expect(upstream.requests).toHaveLength(0);
+    await refreshNarrowedTo(s, '');
     expect((await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).json<{ scopes: string[] }>().scopes).toEqual(['openid']);
   });
 });
