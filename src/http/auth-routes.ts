@@ -206,12 +206,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
     const { claims } = signIn;
-    const ended: EndedSession[] = [];
-    for (const old of replaced) {
-      const stored = await withStore(() => registry.end(old, 'replaced'));
-      if (stored) ended.push({ digest: old, stored });
-    }
-    revokeOtherUsers(ended, claims.iss, claims.sub);
+    revokeOtherUsers(await withStore(() => registry.replaceAll(replaced)), claims.iss, claims.sub);
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const auth: AuthData = {
@@ -295,8 +290,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       return { sessionDigest, handle: auth.handle, sealed };
     }
     const earlier = verifySessionCookie(req.headers.cookie)?.digest;
-    const kept = earlier === undefined ? undefined : await withStore(() => registry.reclaim(earlier));
-    return kept && earlier ? { sessionDigest: earlier, handle: kept.auth?.handle, sealed: kept.tokens.sealed } : undefined;
+    if (earlier === undefined) return undefined;
+    const kept = await withStore(() => registry.reclaim(earlier));
+    return kept && { sessionDigest: earlier, handle: kept.auth?.handle, sealed: kept.tokens.sealed };
   }
 
   async function logout(req: Request, res: Response): Promise<void> {

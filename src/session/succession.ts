@@ -38,6 +38,8 @@ export interface Succession {
    * sessions it ended held.
    */
   succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]>;
+  /** Ends each of `digests` for a sign-in that replaced it (`replaced`); what they held. */
+  replaceAll(digests: Iterable<string>): Promise<EndedSession[]>;
   /**
    * The sessions other sign-ins of this browser made that `successor` (the sign-in whose login
    * cookie's digest is `own`) overwrites in the browser, to be ended: one that completed before
@@ -73,6 +75,11 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succ
   async function replace(sessionDigest: string, ended: EndedSession[]): Promise<void> {
     const stored = await end(sessionDigest, 'replaced');
     if (stored) ended.push({ digest: sessionDigest, stored });
+  }
+  async function replaceAll(digests: Iterable<string>): Promise<EndedSession[]> {
+    const ended: EndedSession[] = [];
+    for (const d of digests) await replace(d, ended);
+    return ended;
   }
   async function succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
@@ -116,10 +123,9 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succ
   }
   async function supersede(replaced: Iterable<string>, successor: string, { own, inFlight, user }: SignedIn): Promise<EndedSession[]> {
     const found = await rivals(own, inFlight, successor, user);
-    const ended: EndedSession[] = [];
-    for (const rival of found) await replace(rival, ended);
+    const ended = await replaceAll(found);
     return [...ended, ...(await succeed([...replaced, ...found], successor))];
   }
 
-  return { succeed, rivals, endSuccessors, supersede };
+  return { succeed, replaceAll, rivals, endSuccessors, supersede };
 }
