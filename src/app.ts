@@ -174,20 +174,16 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   );
   // One canonical request target for everything behind this point, proxy and Express alike
   // (SPEC §4): routes are matched, and upstreams called, on the very path that was checked.
-  // A refused target goes the way of a failed proxied call, to the one error renderer.
+  // A refused request (its target, or its header fields) goes the way of a failed proxied call,
+  // to the one error renderer.
   const handleRequest = (req: Failed, res: ServerResponse) => {
     const target = canonicalTarget(req.url);
-    if (typeof target !== 'string') {
-      // Express routes only origin-form targets: give it one to reach the error handler with.
-      if (target.refused === 'not_origin_form') req.url = '/';
-      req[FAILED] = { error: refusedPath(target) };
-      app(req, res);
-      return;
-    }
-    req.url = target;
-    const crowded = tooManyHeaderFields(req);
-    if (crowded) {
-      req[FAILED] = { error: crowded };
+    if (typeof target === 'string') req.url = target;
+    // Express routes only origin-form targets: give it one to reach the error handler with.
+    else if (target.refused === 'not_origin_form') req.url = '/';
+    const refused = typeof target === 'string' ? tooManyHeaderFields(req) : refusedPath(target);
+    if (refused) {
+      req[FAILED] = { error: refused };
       app(req, res);
       return;
     }
