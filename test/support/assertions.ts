@@ -2,6 +2,8 @@ import { digest } from '../../src/redis/keys.js';
 import type { TokenSet } from '../../src/session/tokens.js';
 import type { SignInResult } from './drive-login.js';
 import type { TestGateway } from './gateway.js';
+import type { TestProvider } from './oidc-provider.js';
+import { eventually } from './wait.js';
 import { findSecret } from './secrets.js';
 
 interface ResponseLike {
@@ -48,4 +50,10 @@ export function pushedSignInSecrets(result: Pick<SignInResult, 'authorizeUrl' | 
     refreshToken: tokens?.refreshToken,
     idToken: tokens?.idToken,
   };
+}
+
+/** Waits, bounded, until the provider no longer holds `token` active (a revocation the gateway sends in the background). */
+export async function revokedAtProvider(provider: Pick<TestProvider, 'introspect'>, token: string | undefined, ms = 10_000): Promise<void> {
+  if (token === undefined) throw new Error('no token to look up at the provider');
+  await eventually('the token revoked at the provider', ms, async () => (await provider.introspect(token)).active === false || undefined, { intervalMs: 25 });
 }

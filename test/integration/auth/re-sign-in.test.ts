@@ -7,8 +7,7 @@
 import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin, type ProviderLoginOptions } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
-import { expectErrorBody, expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
-import { eventually } from '../../support/wait.js';
+import { expectErrorBody, expectNoSecretIn, revokedAtProvider, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import type { TestGateway } from '../../support/gateway.js';
 
@@ -70,8 +69,7 @@ function forgetProviderSession(client: BrowserClient): void {
   for (const c of client.cookieDetails(stack.provider.issuer)) client.deleteCookie(stack.provider.issuer, c.name);
 }
 
-const revoked = (token: string | undefined) =>
-  eventually('the refresh token revoked at the provider', 10_000, async () => (await stack.provider.introspect(token as string)).active === false || undefined);
+const revoked = (token: string | undefined) => revokedAtProvider(stack.provider, token);
 
 /** The provider's redirect back to `callback` (cross-site: no Strict cookie); the cookie it leaves. */
 async function comeBack(client: BrowserClient, callback: string): Promise<string> {

@@ -26,7 +26,7 @@ import { startTestProvider, type TestProvider } from '../../support/oidc-provide
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
 import { startTcpGate, type TcpGate } from '../../support/tcp-gate.js';
-import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { expectErrorBody, revokedAtProvider, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 import { digest } from '../../../src/redis/keys.js';
 
@@ -137,8 +137,7 @@ function expectEndSessionUrl(res: { status: number; json<T>(): T }, idToken: str
   expect(url.searchParams.get('id_token_hint')).toBe(idToken);
 }
 
-const revoked = (token: string | undefined) =>
-  eventually('the refresh token revoked at the provider', TOLD_MS, async () => (await provider.introspect(token as string)).active === false || undefined);
+const revoked = (token: string | undefined) => revokedAtProvider(provider, token, TOLD_MS);
 const keptCopyExists = (cookie: string) => a.runtime.redis.exists(a.runtime.keys.takenRecord(digest(sessionIdFromCookie(cookie))));
 
 it('a logout whose removal times out but lands: its retry revokes the tokens and sends the browser to the provider', async () => {
