@@ -24,6 +24,7 @@ import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
+import { createRelocation } from '../proxy/location.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
@@ -107,6 +108,14 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
       }
     };
 
+  const publicUrl = new URL(config.server.publicUrl);
+  const relocation = createRelocation({
+    routes,
+    match,
+    publicUrl,
+    onDropped: (route) => logger.warn({ event: 'upstream_location_dropped', route: route.path }, "an upstream's redirect named an upstream host no route serves; its Location was dropped"),
+  });
+
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
   const streamLimit = createStreamLimit();
@@ -130,8 +139,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           ...(trace ? { trace } : {}),
           trust,
           stripRequestHeaders: config.server.stripRequestHeaders,
-          publicUrl: new URL(config.server.publicUrl),
+          publicUrl,
           isGatewayCookie,
+          relocate: relocation(route),
           ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header, route.dpop ? 'dpop' : 'bearer') } : {}),
           // Only a request that carried a token can be rejected for it. The renewal is bounded (only
           // a still-current token, once per cooldown, shared in Redis); otherwise 'pass': the

@@ -4,6 +4,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { normaliseAddress } from '../config/cidr.js';
+import type { Relocate } from './location.js';
 import type { TrustHop } from './trust.js';
 
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-prefix', 'x-real-ip'];
@@ -156,10 +157,11 @@ const DROPPED_RESPONSE = new Set([
 /**
  * An upstream response's raw header list (name, value, name, value...) without its hop-by-hop
  * headers (those above, Proxy-*, and the ones its Connection names), the origin-wide ones above,
- * and Set-Cookie values that would overwrite the gateway's own cookies. Order and case are kept. The gateway's
+ * and Set-Cookie values that would overwrite the gateway's own cookies; a Location goes as
+ * `relocate` (location.ts) has it. Order and case are kept. The gateway's
  * HTTP server then frames the answer itself (Content-Length kept, else chunked or close).
  */
-export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean): string[] {
+export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean, relocate?: Relocate): string[] {
   const out: string[] = [];
   let connection: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
@@ -169,6 +171,11 @@ export function responseHeaders(raw: readonly string[], isOurs: (name: string) =
     if (lower === 'connection') connection = connection === undefined ? value : `${connection}, ${value}`;
     if (DROPPED_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
     if (lower === 'set-cookie' && isOursOrNameless(cookieName(value), isOurs)) continue;
+    if (lower === 'location' && relocate !== undefined) {
+      const moved = relocate(value);
+      if (moved !== undefined) out.push(name, moved);
+      continue;
+    }
     out.push(name, value);
   }
   if (connection === undefined || connection === 'keep-alive' || connection === 'close') return out;

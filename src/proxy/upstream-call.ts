@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import type { DpopAttachment } from './dpop-proofs.js';
 import { announcesBody, responseHeaders } from './headers.js';
 import { asCookieAnswer } from './cache-headers.js';
+import type { Relocate } from './location.js';
 import type { Credential } from './upstream.js';
 import { parseWwwAuthenticate } from './www-authenticate.js';
 
@@ -64,11 +65,18 @@ export function staleConnection(err: Error, req: Retriable, res: http.ServerResp
  * copies the upstream's Connection, or the browser's, into the answer): status (Node's own reason
  * phrase), headers, streamed body. One writeHead with the raw header list (order and case kept) instead of a setHeader per
  * header; hop-by-hop headers and Set-Cookie values that would overwrite the gateway's cookies
- * are left out (headers.ts), so the gateway's server frames and keeps alive its own connection.
+ * are left out and a Location naming an upstream is made the gateway's (headers.ts), so the
+ * gateway's server frames and keeps alive its own connection.
  * A session-gated route's answer has its caching headers read for the cookie (`forCookie`, cache-headers.ts).
  */
-export function passThrough(proxyRes: http.IncomingMessage, res: http.ServerResponse, isGatewayCookie: (name: string) => boolean, forCookie: boolean): void {
-  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie);
+export function passThrough(
+  proxyRes: http.IncomingMessage,
+  res: http.ServerResponse,
+  isGatewayCookie: (name: string) => boolean,
+  forCookie: boolean,
+  relocate: Relocate | undefined,
+): void {
+  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate);
   const status = proxyRes.statusCode ?? 502;
   // The status without the upstream's reason phrase: Node's client parser takes any byte but CR
   // and LF in it, writeHead refuses control characters (an uncaught throw: the process went).

@@ -21,6 +21,7 @@ import { createOutgoing } from './outgoing.js';
 import { openTunnel } from './websocket-tunnel.js';
 import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
+import type { Relocate } from './location.js';
 import { proxyTarget } from './proxy-target.js';
 import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
@@ -32,6 +33,8 @@ export interface UpstreamOptions {
   publicUrl: URL;
   /** True for cookie names the gateway owns (never forwarded, never overwritten by upstreams). */
   isGatewayCookie: (name: string) => boolean;
+  /** How an answer's Location is passed on (location.ts); absent: as sent. */
+  relocate?: Relocate;
   /**
    * Told of each answer that may stay open for long (streams.ts), before its head is passed on;
    * an error refuses it (answered instead, the upstream's answer cut).
@@ -98,7 +101,7 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
-  const { route, isGatewayCookie, trace, retry } = options;
+  const { route, isGatewayCookie, trace, retry, relocate } = options;
   // The browser's request carried its cookie where the upstream's carried a credential only a
   // session gets (the user's token, or the gateway's own on a requireSession route).
   const forCookie = needsSession(route);
@@ -174,7 +177,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       return;
     }
     try {
-      passThrough(proxyRes, res, isGatewayCookie, forCookie);
+      passThrough(proxyRes, res, isGatewayCookie, forCookie, relocate);
     } catch (err) {
       // Whatever of an upstream's answer Node will not write fails this call (502), never the
       // process: this runs in a socket event, where a throw is uncaught.

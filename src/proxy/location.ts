@@ -1,0 +1,84 @@
+/**
+ * An upstream's `Location`, judged as the browser will read it (pure). Upstreams sit behind the
+ * gateway on hosts the browser never sees (`http://orders:8080`); a redirect that names one
+ * tells the browser an internal host and sends it where it cannot go. So a Location is parsed
+ * once, with the WHATWG URL parser the browser uses, against the origin the browser talks to
+ * (publicUrl), and:
+ *
+ * - on the gateway's own origin (a path, `?x`, `#y`, or publicUrl spelled out): passed as sent;
+ * - on a configured upstream's host (any scheme or port): made the gateway URL that reaches the
+ *   same upstream URL, through the route that serves it (the route's own first, then any other
+ *   with that origin), else dropped, never relayed. `//orders:8080/x` and `/\orders:8080/x` are
+ *   network-path references the browser resolves to that host, and are judged so;
+ * - anywhere else (a third party, a signed storage URL): passed in the form it was judged in.
+ *
+ * A Location the URL parser refuses is dropped: a browser would not follow it either.
+ */
+import { canonicalPath } from './canonical-path.js';
+import type { CompiledRoute, RouteMatcher } from './routes.js';
+
+/** The Location to answer with, or undefined: none (the answer goes without one). */
+export type Relocate = (location: string) => string | undefined;
+
+interface Reverse {
+  route: CompiledRoute;
+  origin: string;
+  /** The target's own path without its trailing slash ('' for `/`). */
+  base: string;
+  /** The target carries a query: what the upstream names is not a gateway URL plus that query. */
+  query: boolean;
+}
+
+export interface RelocationInput {
+  routes: readonly CompiledRoute[];
+  match: RouteMatcher;
+  publicUrl: URL;
+  /** A Location naming an upstream's host that no route serves (logged by the caller: the route only). */
+  onDropped(route: CompiledRoute): void;
+}
+
+/** Each route's Relocate, sharing one table of the upstreams' hosts and origins. */
+export function createRelocation(input: RelocationInput): (route: CompiledRoute) => Relocate {
+  const { match, publicUrl, onDropped } = input;
+  const publicOrigin = publicUrl.origin;
+  const reverses = input.routes.map((route): Reverse => {
+    const target = new URL(route.target);
+    const base = target.pathname.endsWith('/') ? target.pathname.slice(0, -1) : target.pathname;
+    return { route, origin: target.origin, base, query: target.search !== '' };
+  });
+  const internalHosts = new Set(reverses.map((r) => new URL(r.route.target).hostname));
+
+  /** The canonical gateway path at which `reverse`'s route calls the upstream at `path`, if any. */
+  function publicPath(reverse: Reverse, pathname: string): string | undefined {
+    const path = canonicalPath(pathname);
+    if (typeof path !== 'string' || reverse.query) return undefined;
+    const { base, route } = reverse;
+    let forwarded: string;
+    if (path === base || path === `${base}/`) forwarded = '/';
+    else if (path.startsWith(`${base}/`)) forwarded = path.slice(base.length);
+    else return undefined;
+    const candidate = !route.stripPrefix ? forwarded : forwarded === '/' ? route.path : `${route.path}${forwarded}`;
+    // Only where this route serves it (not some other route, or a path it refuses), and where
+    // the route forwards it to exactly that path again.
+    return match(candidate) === route && route.upstreamPath(candidate) === forwarded ? candidate : undefined;
+  }
+
+  return (route) => {
+    const own = reverses.filter((r) => r.route === route);
+    const others = reverses.filter((r) => r.route !== route);
+    const candidates = [...own, ...others];
+    return (location) => {
+      const url = URL.parse(location, publicOrigin);
+      if (url === null) return undefined;
+      if (url.origin === publicOrigin) return location;
+      if (!internalHosts.has(url.hostname)) return url.href;
+      for (const reverse of candidates) {
+        if (reverse.origin !== url.origin) continue;
+        const path = publicPath(reverse, url.pathname);
+        if (path !== undefined) return `${publicOrigin}${path}${url.search}${url.hash}`;
+      }
+      onDropped(route);
+      return undefined;
+    };
+  };
+}

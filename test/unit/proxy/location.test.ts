@@ -1,0 +1,86 @@
+import { routeSchema } from '../../../src/config/schema.js';
+import { createRelocation, type Relocate } from '../../../src/proxy/location.js';
+import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js';
+
+const publicUrl = new URL('https://app.example');
+
+function relocations(configs: Record<string, unknown>[]) {
+  const { routes, match } = compileRoutes(configs.map((c) => routeSchema.parse(c)));
+  const dropped: string[] = [];
+  const relocation = createRelocation({ routes, match, publicUrl, onDropped: (route) => dropped.push(route.path) });
+  const of = (path: string): Relocate => relocation(routes.find((r) => r.path === path) as CompiledRoute);
+  return { of, dropped };
+}
+
+describe('an upstream Location', () => {
+  const { of, dropped } = relocations([
+    { path: '/api/orders', target: 'http://orders:8080/v1', stripPrefix: true },
+    { path: '/api/billing', target: 'http://billing.internal' },
+    { path: '/api/search', target: 'http://search:9000/?key=1' },
+  ]);
+  const orders = of('/api/orders');
+
+  it('on the gateway origin goes as sent', () => {
+    for (const sent of ['/api/orders/7', 'next?x=1', '?page=2', '#top', 'https://app.example/api/orders/7', '//app.example/x']) {
+      expect(orders(sent)).toBe(sent);
+    }
+  });
+
+  it("on the route's upstream becomes the gateway URL that reaches the same upstream URL", () => {
+    expect(orders('http://orders:8080/v1/items/7?x=1#f')).toBe('https://app.example/api/orders/items/7?x=1#f');
+    expect(orders('http://orders:8080/v1')).toBe('https://app.example/api/orders');
+    expect(orders('http://orders:8080/v1/')).toBe('https://app.example/api/orders');
+    // Host names are compared as the browser reads them: case, default port and escapes.
+    expect(orders('HTTP://ORDERS:8080/v1/%69tems')).toBe('https://app.example/api/orders/items');
+    expect(orders('http://billing.internal:80/api/billing/x')).toBe('https://app.example/api/billing/x');
+  });
+
+  it('read as the browser reads it: network-path references and backslashes name a host', () => {
+    // The browser takes the gateway's scheme for these: https://orders:8080, no upstream's origin.
+    expect(orders('//orders:8080/v1/a')).toBeUndefined();
+    expect(orders('/\\orders:8080/v1/a')).toBeUndefined();
+    expect(orders('\\\\ORDERS:8080/v1/a')).toBeUndefined();
+    expect(orders('https:orders:8080/v1/a')).toBe('https:orders:8080/v1/a'); // a path on the gateway
+    expect(orders(' \thttp://orders:8080/v1/a\n')).toBe('https://app.example/api/orders/a');
+  });
+
+  it("is dropped when it names an upstream's host at a URL no route serves", () => {
+    dropped.length = 0;
+    expect(orders('http://orders:8080/admin')).toBeUndefined();
+    expect(orders('http://orders:8080/v1x')).toBeUndefined();
+    expect(orders('https://orders:8080/v1/a')).toBeUndefined(); // another origin on that host
+    expect(orders('http://orders:9999/v1/a')).toBeUndefined();
+    expect(orders('http://billing.internal/other')).toBeUndefined();
+    expect(orders('http://search:9000/x')).toBeUndefined(); // a target with a query maps nothing back
+    expect(orders('http://orders:8080/v1/%2e%2e/admin')).toBeUndefined(); // a path the gateway refuses
+    expect(dropped).toEqual(Array(7).fill('/api/orders'));
+  });
+
+  it('is dropped when it cannot be read as a URL', () => {
+    expect(orders('http://[::1')).toBeUndefined();
+  });
+
+  it('elsewhere goes in the form it was judged in', () => {
+    expect(orders('https://files.example/o/7?sig=abc')).toBe('https://files.example/o/7?sig=abc');
+    expect(orders('https://FILES.example')).toBe('https://files.example/');
+    expect(orders('https:\\\\files.example\\x')).toBe('https://files.example/x');
+  });
+});
+
+describe('routes without a prefix strip', () => {
+  const { of } = relocations([
+    { path: '/api', target: 'http://up:8080' },
+    { path: '/api/admin', target: 'http://admin:8080/base/' },
+  ]);
+
+  it('map the upstream path back only where the same route serves it', () => {
+    expect(of('/api')('http://up:8080/api/x')).toBe('https://app.example/api/x');
+    // The gateway's /other is not this upstream's /other.
+    expect(of('/api')('http://up:8080/other')).toBeUndefined();
+    // The same upstream path through /api would reach the admin route: no.
+    expect(of('/api')('http://up:8080/api/admin/users')).toBeUndefined();
+    expect(of('/api/admin')('http://admin:8080/base/api/admin/users')).toBe('https://app.example/api/admin/users');
+    // From another route's upstream: the route that serves it.
+    expect(of('/api')('http://admin:8080/base/api/admin/users')).toBe('https://app.example/api/admin/users');
+  });
+});
