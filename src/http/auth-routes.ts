@@ -150,10 +150,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
    * user's grant is held by no one now, and is revoked as their logout would have (a shared
    * computer's next user signing in over the last).
    */
-  function revokeOtherUsers(ended: readonly EndedSession[], iss: string, sub: string): void {
-    for (const { digest: d, stored } of ended) {
-      if (stored.auth && (stored.auth.iss !== iss || stored.auth.sub !== sub)) void revoke(vault.openEnded(d, stored.tokens.sealed));
-    }
+  function revokeOtherUsers(ended: readonly EndedSession[]): void {
+    for (const { digest: d, stored, otherUser } of ended) if (otherUser) void revoke(vault.openEnded(d, stored.tokens.sealed));
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
@@ -206,7 +204,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (req.session.auth) replaced.add(digest(req.sessionID));
     if (tx.previousSession) replaced.add(tx.previousSession);
     const { claims } = signIn;
-    revokeOtherUsers(await withStore(() => registry.replaceAll(replaced)), claims.iss, claims.sub);
+    const signedInAs = userDigest(claims.iss, claims.sub);
+    revokeOtherUsers(await withStore(() => registry.replaceAll(replaced, signedInAs)));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const auth: AuthData = {
@@ -247,8 +246,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     }
     // The sessions this browser's other sign-ins made meanwhile, which this one's cookie
     // overwrites, end too. A failure there does not fail this sign-in.
-    const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: userDigest(claims.iss, claims.sub) };
-    revokeOtherUsers((await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? [], claims.iss, claims.sub);
+    const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: signedInAs };
+    revokeOtherUsers((await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? []);
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));
@@ -284,7 +283,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const auth = req.session.auth;
     if (auth) {
       const sessionDigest = digest(req.sessionID);
-      const stored = await withStore(() => registry.end(sessionDigest, 'logout', true));
+      const stored = await withStore(() => registry.end(sessionDigest, 'logout', { keep: true }));
       const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
       await destroy(req).catch(() => undefined);
       return { sessionDigest, handle: auth.handle, sealed };

@@ -36,17 +36,23 @@ export type { EndedSession } from './succession.js';
  */
 export type IndexForm = 'pending' | 'saved';
 
+export interface EndOptions {
+  keep?: boolean;
+  revokes?: boolean;
+}
+
 export interface SessionRegistry extends Succession {
   register(sessionDigest: string, auth: AuthData, form: IndexForm): Promise<void>;
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
    * `reason` is what the session's open streams and event listeners are told (default logout).
-   * With `keepForRetry`, the record is also kept as stored until its caller's request deletes it
-   * (store destroy): should the removal time out yet land, the retry reclaims it.
+   * With `keep`, the record is also kept as stored until its caller's request deletes it
+   * (store destroy): should the removal time out yet land, the retry reclaims it. `revokes`
+   * overrides whether the end is noted as one that revokes the session's tokens (REVOKING).
    */
-  end(sessionDigest: string, reason?: EndReason, keepForRetry?: boolean): Promise<StoredSession | undefined>;
+  end(sessionDigest: string, reason?: EndReason, how?: EndOptions): Promise<StoredSession | undefined>;
   /**
-   * What an end with `keepForRetry` took and its request never heard back about (Redis answered
+   * What an end with `keep` took and its request never heard back about (Redis answered
    * too late), taken once; the index entries that request never removed go with it.
    */
   reclaim(sessionDigest: string): Promise<StoredSession | undefined>;
@@ -117,14 +123,19 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
 
-  async function end(sessionDigest: string, reason: EndReason = 'logout', keepForRetry = false): Promise<StoredSession | undefined> {
+  async function end(sessionDigest: string, reason: EndReason = 'logout', how: EndOptions = {}): Promise<StoredSession | undefined> {
+    const revokes = how.revokes ?? REVOKING.has(reason);
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
     // onOrphaned). No removal without its note, and a note without a record too: a sign-in
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     try {
-      stored = await records.take(sessionDigest, { reason, ttlSeconds: ENDED_MEMORY_SECONDS, revokes: REVOKING.has(reason), keep: keepForRetry });
+      // The note is read only for whether the end revokes (endedWithRevocation), by every
+      // process version: a revoking end whose reason is not one (another user's session,
+      // replaced) is noted as `revoked`.
+      const noted = revokes && !REVOKING.has(reason) ? 'revoked' : reason;
+      stored = await records.take(sessionDigest, { reason: noted, ttlSeconds: ENDED_MEMORY_SECONDS, revokes, keep: how.keep === true });
     } catch (err) {
       // A command that may have run (it timed out, or its connection dropped with it in flight)
       // ended the session as far as anyone knows: its streams on every instance are told all
@@ -191,7 +202,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   }
 
   return {
-    ...createSuccession(redis, keys, end),
+    ...createSuccession(redis, keys, end, async (d) => {
+      const auth = (await records.peek(d))?.auth;
+      return auth && userDigest(auth.iss, auth.sub);
+    }),
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);

@@ -20,6 +20,12 @@ import { TRANSACTION_TTL_SECONDS } from './transactions.js';
 export interface EndedSession {
   digest: string;
   stored: StoredSession;
+  /**
+   * Replaced by another user's sign-in (a shared computer's next user): nothing holds its grant
+   * now, and its end was noted as one that revokes. The same user's may share the grant with
+   * the new session, and is kept.
+   */
+  otherUser?: true;
 }
 
 /** The sign-in being completed: the digest of its login cookie, the others in flight, its user. */
@@ -37,9 +43,9 @@ export interface Succession {
    * It lived on unseen, listed, its grant alive after the browser signed out. Returns what the
    * sessions it ended held.
    */
-  succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]>;
-  /** Ends each of `digests` for a sign-in that replaced it (`replaced`); what they held. */
-  replaceAll(digests: Iterable<string>): Promise<EndedSession[]>;
+  succeed(replaced: Iterable<string>, successor: string, user: string): Promise<EndedSession[]>;
+  /** Ends each of `digests` for a sign-in of `user` that replaced it (`replaced`); what they held. */
+  replaceAll(digests: Iterable<string>, user: string): Promise<EndedSession[]>;
   /**
    * The sessions other sign-ins of this browser made that `successor` (the sign-in whose login
    * cookie's digest is `own`) overwrites in the browser, to be ended: one that completed before
@@ -68,26 +74,36 @@ const MAX_SUCCESSION = 8;
 /** Notes the successor, returns the one noted before (GET then SET, in one step). */
 const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
 
-type End = (sessionDigest: string, reason: EndReason) => Promise<StoredSession | undefined>;
+type End = (sessionDigest: string, reason: EndReason, how?: { revokes?: boolean }) => Promise<StoredSession | undefined>;
+/** The digest of the user a session was signed in as (registry.ts userDigest), if any. */
+type UserOf = (sessionDigest: string) => Promise<string | undefined>;
 
-export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succession {
-  /** Ends `sessionDigest` for a sign-in that replaced it, noting what it held in `ended`. */
-  async function replace(sessionDigest: string, ended: EndedSession[]): Promise<void> {
-    const stored = await end(sessionDigest, 'replaced');
-    if (stored) ended.push({ digest: sessionDigest, stored });
+export function createSuccession(redis: RedisClient, keys: Keys, end: End, userOf: UserOf): Succession {
+  /**
+   * Ends `sessionDigest` for a sign-in of `user` that replaced it, noting what it held in
+   * `ended`. Whose it is is read before the end, so that the end is noted as revoking in the
+   * same step as it removes the record: a refresh of it in flight then finds it gone, and
+   * revokes what the provider answered it (runtime.ts revokeOrphan). A session's user never
+   * changes, so the read cannot go stale.
+   */
+  async function replace(sessionDigest: string, user: string, ended: EndedSession[]): Promise<void> {
+    const of = await userOf(sessionDigest);
+    const otherUser = of !== undefined && of !== user;
+    const stored = await end(sessionDigest, 'replaced', { revokes: otherUser });
+    if (stored) ended.push({ digest: sessionDigest, stored, ...(otherUser ? { otherUser } : {}) });
   }
-  async function replaceAll(digests: Iterable<string>): Promise<EndedSession[]> {
+  async function replaceAll(digests: Iterable<string>, user: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
-    for (const d of digests) await replace(d, ended);
+    for (const d of digests) await replace(d, user, ended);
     return ended;
   }
-  async function succeed(replaced: Iterable<string>, successor: string): Promise<EndedSession[]> {
+  async function succeed(replaced: Iterable<string>, successor: string, user: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const old of replaced) {
       let before = (await redis.eval(SUCCEED, 1, keys.successor(old), successor, String(TRANSACTION_TTL_SECONDS))) as string | null;
       // And what replaced that in turn (a sign-in from the first tab's new session, meanwhile).
       for (let hop = 0; before !== null && before !== successor && hop < MAX_SUCCESSION; hop++) {
-        await replace(before, ended);
+        await replace(before, user, ended);
         before = await redis.get(keys.successor(before));
       }
     }
@@ -123,8 +139,8 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End): Succ
   }
   async function supersede(replaced: Iterable<string>, successor: string, { own, inFlight, user }: SignedIn): Promise<EndedSession[]> {
     const found = await rivals(own, inFlight, successor, user);
-    const ended = await replaceAll(found);
-    return [...ended, ...(await succeed([...replaced, ...found], successor))];
+    const ended = await replaceAll(found, user);
+    return [...ended, ...(await succeed([...replaced, ...found], successor, user))];
   }
 
   return { succeed, replaceAll, rivals, endSuccessors, supersede };

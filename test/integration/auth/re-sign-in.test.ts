@@ -180,8 +180,8 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     await revoked(bobsRefreshToken);
   });
 
-  // Fails if, in src/http/auth-routes.ts revokeOtherUsers, another user's session is not told
-  // apart (`stored.auth && (...)` → `false`): alice's refresh token outlived her session, held
+  // Fails if, in src/session/succession.ts replace, another user's session is not told apart
+  // (`const otherUser = of !== undefined && of !== user;` → `= false;`): alice's refresh token outlived her session, held
   // by no one, as if she had never signed out of this app on a shared computer (found by red
   // team). The same user's replaced session is not revoked: oidc-provider reuses the grant.
   it("another user signing in over a session revokes that user's grant; the same user's new sign-in keeps it", async () => {

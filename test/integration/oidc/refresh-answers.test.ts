@@ -315,6 +315,24 @@ describe('a refresh answered after the session ended', () => {
     expect((await provider.introspect(renewed)).active).toBe(true);
     expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
   });
+
+  // Fails if, in src/session/succession.ts replace, the end is not noted as revoking
+  // (`{ revokes: otherUser }` → `{}`): alice's refresh, answered after bob signed in over her
+  // session on the same browser (a shared computer), left the token set the provider issued her
+  // alive, held by no one, although her session's grant is revoked (found by the 0.6.4 review).
+  it('after another user signed in on the same browser: revokes the token set issued to the first user, and the second user works on', async () => {
+    const s = await signedIn();
+    const since = gw.logs.length;
+    const { issued, answered } = await refreshOutlivedBy(s, async () => {
+      for (const c of s.client.cookieDetails(front.url)) s.client.deleteCookie(front.url, c.name);
+      await signIn(s.client, gw.url, { user: 'bob', password: 'bob-password' });
+    });
+    expectErrorBody(answered, 'login_required', 401);
+    expect(await orphanLine(since)).toMatchObject({ revoked: true });
+    await eventually('the refresh token issued to alice to be revoked', 10_000, () => revocationOf(issued) || undefined);
+    expect((await s.client.get(`${gw.url}/auth/user`, { headers: csrf })).json<{ sub: string }>().sub).toBe('bob');
+    expect((await s.client.get(`${gw.url}/api/x`, { headers: csrf })).status).toBe(200);
+  });
 });
 
 describe('a token of the wrong type for a bearer session', () => {
