@@ -234,8 +234,12 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     await withStore(() => registry.register(sessionDigest, auth, 'saved'));
     // A provider's back-channel logout that came while this sign-in was indexed but not saved
     // found no record to remove, and left a note: the session it would have ended is this one,
-    // which ends now instead of working on.
-    if (await withStore(() => registry.endedWithRevocation(sessionDigest))) {
+    // which ends now instead of working on. One that came after the code exchange but before
+    // the index entry found nothing at all, and noted the provider session it ended.
+    if (
+      (await withStore(() => registry.endedWithRevocation(sessionDigest))) ||
+      (auth.sid !== undefined && (await withStore(() => registry.providerSessionEnded(auth.iss, auth.sid as string, auth.sub))))
+    ) {
       await withStore(() => registry.end(sessionDigest, 'provider-logout'));
       // Over once taken: the DEL after it is best effort, as at logout.
       await destroy(req).catch(() => undefined);

@@ -22,6 +22,8 @@ export interface Keys {
   userSessions(userDigest: string): string;
   /** Provider session (`sid`) -> the sessions it covers. */
   providerSession(sidDigest: string): string;
+  /** A back-channel logout of a provider session, noted for sign-ins still under way (session/registry.ts). */
+  providerSessionEnded(sidDigest: string): string;
   /** Back-channel logout replay cache, by digest of `jti`. */
   logoutJti(jtiDigest: string): string;
   /** Login rate-limit counter for one client address and minute. */
@@ -66,6 +68,7 @@ export function createKeys(prefix: string): Keys {
     activeTransactions: () => `${prefix}tx-active`,
     userSessions: (d) => `${prefix}user:{${d}}`,
     providerSession: (d) => `${prefix}sid:{${d}}`,
+    providerSessionEnded: (d) => `${prefix}sid-out:{${d}}`,
     logoutJti: (d) => `${prefix}jti:${d}`,
     loginRate: (d, minute) => `${prefix}rl:login:${d}:${minute}`,
     clientToken: (k) => `${prefix}cc:{${k}}`,

@@ -4,6 +4,8 @@
  *
  *   user:{digest(iss sub)}  HASH handle -> session digest, `pending:`digest until its record is saved
  *   sid:{digest(iss sid)}   SET  session digests
+ *   sid-out:{digest(iss sid)}    a back-channel logout of that provider session (the digest of
+ *                                its user, or ''), for as long as a sign-in may take
  *
  * Index entries can outlive a session that timed out; every read checks the record and drops
  * stale entries, and the index keys expire with the absolute timeout. Single-key commands only
@@ -18,6 +20,7 @@ import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
+import { TRANSACTION_TTL_SECONDS } from './transactions.js';
 import { createSuccession, type EndedSession, type Succession } from './succession.js';
 
 export interface ListedSession {
@@ -68,6 +71,14 @@ export interface SessionRegistry extends Succession {
    * (a logout token naming both), only the sid's sessions of that user.
    */
   endByProviderSession(iss: string, sid: string, sub?: string): Promise<EndedSession[]>;
+  /**
+   * Whether a back-channel logout of this provider session (of this user, or naming none) came
+   * within the last ten minutes: a sign-in whose code was exchanged before it, and indexed
+   * after it read the index, ends itself (the callback). Read after the sign-in's index entry
+   * is written, as the logout writes its note before it reads the index: one of the two sees
+   * the other.
+   */
+  providerSessionEnded(iss: string, sid: string, sub: string): Promise<boolean>;
   endByUser(iss: string, sub: string): Promise<EndedSession[]>;
 }
 
@@ -251,10 +262,16 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       return listed.sort((a, b) => a.auth.createdAt - b.auth.createdAt);
     },
     async endByProviderSession(iss, sid, sub) {
-      const sidKey = keys.providerSession(providerSessionDigest(iss, sid));
+      const sidDigest = providerSessionDigest(iss, sid);
+      const sidKey = keys.providerSession(sidDigest);
+      await redis.set(keys.providerSessionEnded(sidDigest), sub === undefined ? '' : userDigest(iss, sub), 'EX', TRANSACTION_TTL_SECONDS);
       // No DEL of the set afterwards: a sign-in with this sid registered since the read would
       // leave it. end() takes each ended session out; members without a record expire with it.
       return endAll(await redis.smembers(sidKey), sub);
+    },
+    async providerSessionEnded(iss, sid, sub) {
+      const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
+      return note === '' || (note !== null && note === userDigest(iss, sub));
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));

@@ -198,3 +198,57 @@ it('a back-channel logout naming sid and sub while a sign-in of that provider se
   expect((await callback).status).toBe(401);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
 });
+
+/**
+ * Earlier still: the back-channel logout comes after the sign-in's code exchange but before its
+ * first index entry, so it finds nothing of it at all. The provider session it names is the one
+ * the sign-in's ID token carries; the sign-in signed in all the same, and its session worked on.
+ *
+ * Fails if, in http/auth-routes.ts callback, the `registry.providerSessionEnded(...)` check is
+ * removed (or, in session/registry.ts endByProviderSession, the `sid-out:` note is not set).
+ */
+it('a back-channel logout of the provider session between the code exchange and the first index entry: no working session', async () => {
+  const phone = new BrowserClient();
+  await signIn(phone, gwA.url);
+  const first = phone.cookies(gwA.url)[gwA.config.derived.sessionCookieName] as string;
+  const sid = (await gwB.runtime.records.peek(digest(sessionIdFromCookie(first))))?.auth?.sid as string;
+  expect(sid).toEqual(expect.any(String));
+  const { authorizeUrl } = await startLogin(phone, gwA.url);
+  const callbackUrl = await completeAtProvider(phone, authorizeUrl);
+  // The callback's first index write: register's HSET (the replaced session's end sends HDELs).
+  const held = stall.holdAt('$4\r\nhset\r\n');
+  const callback = phone.get(callbackUrl, { crossSite: true });
+  try {
+    await held;
+    const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+      form: { logout_token: await provider.signLogoutToken({ sid, sub: 'alice' }) },
+    });
+    expect(logout.status).toBe(200);
+  } finally {
+    stall.release();
+  }
+  expect((await callback).status).toBe(401);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  // Another provider session of the same user (another browser) signs in as ever; so does the
+  // same browser once it signs in at the provider again (a new sid).
+  const laptop = new BrowserClient();
+  await signIn(laptop, gwA.url);
+  expect((await laptop.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+});
+
+// Fails if, in session/registry.ts providerSessionEnded, the note's user is not compared
+// (`return note !== null;`): alice's next sign-in in that provider session ended itself.
+it("a provider session's logout note naming another user ends no sign-in of this one", async () => {
+  const phone = new BrowserClient();
+  await signIn(phone, gwA.url);
+  const first = phone.cookies(gwA.url)[gwA.config.derived.sessionCookieName] as string;
+  const sid = (await gwB.runtime.records.peek(digest(sessionIdFromCookie(first))))?.auth?.sid as string;
+  // A confused provider: bob's logout under alice's sid ends none of alice's sessions, now or at her next sign-in.
+  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+    form: { logout_token: await provider.signLogoutToken({ sid, sub: 'bob' }) },
+  });
+  expect(logout.status).toBe(200);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  await signIn(phone, gwA.url);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+});
