@@ -224,6 +224,11 @@ export async function exchangeToken(
       throw new GatewayError('token_refresh_failed', { description: 'The provider issued another kind of token than an access token.' });
     }
     requireBearer(response, 'token_refresh_failed', 'The provider issued an exchanged token that is not a bearer token.');
+    // A lax or misconfigured provider echoing the subject token: the session's own, broader
+    // token would go to the route's API, which the exchange is there to prevent.
+    if (response.access_token === subjectToken) {
+      throw new GatewayError('token_refresh_failed', { description: 'The provider answered the exchange with the subject token itself.' });
+    }
     const { refreshToken: _none, idToken: _neither, ...tokens } = granted(response, clock);
     return tokens;
   } catch (err) {

@@ -65,12 +65,14 @@ export function exchangeFor(route: CompiledRoute & { tokenExchange: ExchangeRequ
 }
 
 /**
- * `exchange`, remembering the provider's refusals (403 insufficient_scope: the policy does not
- * allow this audience or scope, or the subject token is no longer accepted) per subject token
- * and exchange request: the same exchange is not asked again for 1 s, doubling to 30 s while
- * the refusals go on (grant-backoff.ts), and is answered with the refusal meanwhile. A refusal
- * was asked again on every call of the route: each cheap call of a signed-in script, one
- * client-authenticated grant. A new subject token (the session's token refreshed) asks afresh.
+ * `exchange`, remembering its failures per subject token and exchange request: the provider's
+ * refusals (403 insufficient_scope: the policy does not allow this audience or scope, or the
+ * subject token is no longer accepted) and its outages (502 token_refresh_failed: 5xx, 429, a
+ * refused client, an answer that is not a token response, a timeout) alike. The same exchange
+ * is not asked again for 1 s, doubling to 30 s while the failures go on (grant-backoff.ts), and
+ * is answered with the failure meanwhile. Either was asked again on every call of the route:
+ * each cheap call of a signed-in script, one client-authenticated grant, at a provider already
+ * failing. A new subject token (the session's token refreshed) asks afresh.
  */
 export function rememberRefusals(exchange: Exchange, clock: () => number): Exchange {
   const refused = createGrantBackoff<GatewayError>(clock);
@@ -83,7 +85,7 @@ export function rememberRefusals(exchange: Exchange, clock: () => number): Excha
       refused.succeeded(key);
       return got;
     } catch (err) {
-      if (err instanceof GatewayError && err.code === 'insufficient_scope') refused.failed(key, err);
+      if (err instanceof GatewayError) refused.failed(key, err);
       throw err;
     }
   };

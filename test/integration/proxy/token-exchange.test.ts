@@ -148,6 +148,9 @@ describe('token exchange (RFC 8693)', () => {
     } finally {
       await provider.start();
     }
+    // Not asked again within the failure's backoff (1 s): answered with the failure meanwhile.
+    expectErrorBody(await client.get(`${gw.url}/ledger/x`, { headers: csrf }), 'token_refresh_failed', 502);
+    clock.advance(1);
     expect((await client.get(`${gw.url}/ledger/x`, { headers: csrf })).status).toBe(200);
   });
 
