@@ -25,6 +25,7 @@ import type { CompiledRoute } from './routes.js';
 import type { Credential } from './upstream.js';
 import type { DpopProofs } from './dpop-proofs.js';
 import { exchangedToken, exchangeFor, rememberRefusals } from './token-exchange.js';
+import { createGrantBackoff } from './grant-backoff.js';
 
 /** The signed-in part of a loaded session, as the HTTP layer found it. */
 export interface LoadedSession {
@@ -124,6 +125,14 @@ export function createCredentialResolver(deps: CredentialDeps) {
   /** Token requests of a DPoP session carry a proof of its key (RFC 9449 §5). */
   const dpopOf = (t: TokenSet): TokenDpop | undefined => (t.dpopKey ? { key: t.dpopKey, nonces: deps.dpopNonces } : undefined);
   const exchange = rememberRefusals((subject, request) => exchangeToken(provider.get(), subject, request, deps.clock), deps.clock);
+  /**
+   * Refresh-token grants the provider failed (5xx, 429, a DPoP nonce it keeps asking for, an
+   * answer that is not a token answer), per session and renewal: not asked again by this process
+   * for 1 s, doubling to 30 s (grant-backoff.ts). Each call of a signed-in script on an expired
+   * session was one grant (two with DPoP's nonce retry) at a provider already failing. A refusal
+   * (invalid_grant) ends the session instead; exchanges have their own (rememberRefusals).
+   */
+  const failedRefreshes = createGrantBackoff<GatewayError>(deps.clock);
 
   /** RFC 8707: a token for one resource, from the refresh token, merged into the set. */
   function refreshForResource(resource: string, sub: string): RefreshFn {
@@ -209,15 +218,37 @@ export function createCredentialResolver(deps: CredentialDeps) {
       const usable = token !== undefined && !isRefused ? token : undefined;
       const stillUsable = usable === undefined ? undefined : () => !hasExpired(usable, nowSeconds(deps.clock));
       const seenVersion = current.version;
+      const failing = next.needsRefreshToken ? `${session.digest} ${next.renewal}` : undefined;
+      const failed = failing === undefined ? undefined : failedRefreshes.pending(failing);
+      if (failed !== undefined) {
+        if (stillUsable?.()) return (usable as ResourceToken).accessToken;
+        throw failed.error;
+      }
       // The route's own token (an exchange route's first round may refresh the session's first).
       const own = isRefused && (!withExchange(route) || !next.needsRefreshToken);
-      const fn: RefreshFn = own ? (t) => ((renewedRefused = true), next.fn(t)) : next.fn;
-      current = await refresher.refresh(session.digest, current, fn, {
-        handle: auth.handle,
-        needsRefreshToken: next.needsRefreshToken,
-        renewal: next.renewal,
-        ...(stillUsable ? { stillUsable } : {}),
-      });
+      let asked = false;
+      const fn: RefreshFn = (t) => {
+        asked = true;
+        if (own) renewedRefused = true;
+        return next.fn(t);
+      };
+      try {
+        current = await refresher.refresh(session.digest, current, fn, {
+          handle: auth.handle,
+          needsRefreshToken: next.needsRefreshToken,
+          renewal: next.renewal,
+          ...(stillUsable ? { stillUsable } : {}),
+        });
+      } catch (err) {
+        // The provider failed this call's renewal (not refused it: that ended the session). The
+        // token it was to renew serves on while it lasts: an outage at the provider must not
+        // fail calls a valid token can make.
+        if (!asked || !(err instanceof GatewayError) || err.code !== 'token_refresh_failed') throw err;
+        if (failing !== undefined) failedRefreshes.failed(failing, err);
+        if (stillUsable?.()) return (usable as ResourceToken).accessToken;
+        throw err;
+      }
+      if (failing !== undefined) failedRefreshes.succeeded(failing);
       // Checked again: a caller that joined another's renewal was answered by that one's check.
       if (usable !== undefined && current.version === seenVersion && !hasExpired(usable, nowSeconds(deps.clock))) return usable.accessToken;
       if (current.tokens) requireScopes(route, auth, current.tokens);

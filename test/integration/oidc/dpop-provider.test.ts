@@ -11,12 +11,12 @@
 import http from 'node:http';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import type { TestProvider } from '../../support/oidc-provider.js';
 import { isGrant, startFrontedProvider, startProviderFront, type FrontAnswer, type FrontRequest, type ProviderFront } from '../../support/provider-front.js';
 import { eventually } from '../../support/wait.js';
 import { startStack } from '../../support/stack.js';
-import { tokensOfSession } from '../../support/assertions.js';
+import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
 import { decodeJwt } from 'jose';
 import { jwkThumbprint } from '../../../src/crypto/dpop.js';
 
@@ -25,18 +25,19 @@ let provider: TestProvider;
 let first: Awaited<ReturnType<typeof reserveServer>>;
 let second: Awaited<ReturnType<typeof reserveServer>>;
 let third: Awaited<ReturnType<typeof reserveServer>>;
+let fourth: Awaited<ReturnType<typeof reserveServer>>;
 
 beforeAll(async () => {
   front = await startProviderFront();
-  [first, second, third] = await Promise.all([reserveServer(), reserveServer(), reserveServer()]);
+  [first, second, third, fourth] = await Promise.all([reserveServer(), reserveServer(), reserveServer(), reserveServer()]);
   // One registration for the tests' gateways (each test has its own listening server).
-  const redirects = [first, second, third].map((r) => `${r.url}/auth/callback`);
+  const redirects = [first, second, third, fourth].map((r) => `${r.url}/auth/callback`);
   provider = await startFrontedProvider(front, { clients: [gatewayClient(first.url, { redirect_uris: redirects })] });
 });
 
 afterAll(async () => {
   // A test that failed (or was filtered out) before its gateway took its server leaves it listening.
-  for (const reserved of [first, second, third]) if (reserved?.server.listening) reserved.server.close();
+  for (const reserved of [first, second, third, fourth]) if (reserved?.server.listening) reserved.server.close();
   await provider?.close();
   await front?.close();
 });
@@ -137,6 +138,34 @@ describe('a provider that asks for a DPoP nonce again and again', () => {
       const again = await signIn(new BrowserClient(), gw.url);
       expect(again.final.status).toBe(503);
       expect(exchanges).toBe(4);
+    } finally {
+      await gw.close();
+    }
+  });
+  // Fails if, in src/proxy/bearer.ts userAccessToken, a failed refresh is not remembered
+  // (`failedRefreshes.failed(failing, err)` removed): each call of the expired session was one
+  // refresh, two token requests with the nonce retry, at a provider that cannot be satisfied
+  // (found by the DPoP red team: 10 calls, 20 requests).
+  it('at a refresh: 502 token_refresh_failed, and a burst of calls makes one refresh (its nonce retry included)', async () => {
+    const clock = createTestClock();
+    const gw = await startTestGateway(dpopConfig(fourth.url), fourth, { clock });
+    try {
+      const client = new BrowserClient();
+      await signIn(client, gw.url);
+      let asked = 0;
+      front.intercept((req) => {
+        if (!isGrant(req, 'refresh_token')) return undefined;
+        asked += 1;
+        return {
+          status: 400,
+          headers: { 'content-type': 'application/json', 'dpop-nonce': `nonce-${asked}-${'n'.repeat(16)}` },
+          body: JSON.stringify({ error: 'use_dpop_nonce' }),
+        };
+      });
+      clock.advance(3600);
+      for (let i = 0; i < 10; i++) expectErrorBody(await client.get(`${gw.url}/api/x`, { headers: { 'x-csrf': '1' } }), 'token_refresh_failed', 502);
+      expect(asked).toBe(2);
+      expect((await client.get(`${gw.url}/auth/user`, { headers: { 'x-csrf': '1' } })).status).toBe(200);
     } finally {
       await gw.close();
     }

@@ -145,6 +145,19 @@ describe('a refresh the provider refuses for good ends the session', () => {
   });
 });
 
+/**
+ * After a failed refresh, the next calls within its backoff (1 s) are answered with the failure
+ * and ask the provider nothing; then the clock moves past it. Fails if, in src/proxy/bearer.ts
+ * userAccessToken, the failure is not remembered (`failedRefreshes.failed(failing, err)` removed):
+ * every call of an expired session was one more grant at a failing provider (found by red team).
+ */
+async function afterRefreshBackoff(s: SignedIn): Promise<void> {
+  const asked = refreshesSeen();
+  for (let i = 0; i < 5; i++) expectErrorBody(await s.client.get(`${gw.url}/api/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+  expect(refreshesSeen()).toBe(asked);
+  clock.advance(1);
+}
+
 describe('a refresh that fails for now keeps the session', () => {
   it.each<[string, FrontAnswer]>([
     ['503 with no body', { status: 503 }],
@@ -165,6 +178,7 @@ describe('a refresh that fails for now keeps the session', () => {
     expect(await tokensOfSession(gw, s.cookie)).toEqual(before);
 
     front.intercept(undefined);
+    await afterRefreshBackoff(s);
     expect((await s.client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
     expect((await tokensOfSession(gw, s.cookie))?.accessToken).not.toBe(before?.accessToken);
     const lines = refreshLines(s.handle);
@@ -185,6 +199,7 @@ describe('a refresh that fails for now keeps the session', () => {
     expect(line).toMatchObject({ level: 50, outcome: 'failure', failure: 'client_rejected', reason: 'invalid_client (HTTP 401)' });
 
     front.intercept(undefined);
+    await afterRefreshBackoff(s);
     expect((await s.client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
   });
 });
