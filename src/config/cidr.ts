@@ -59,6 +59,15 @@ export function trustedRangeProblem(cidr: Cidr): string | undefined {
   if (cidr.family === 'ipv6' && cidr.prefix <= 96 && samePrefix(bytes, IPV4_MAPPED, cidr.prefix)) {
     return 'takes in every IPv4-mapped address (::ffff:0:0/96): every IPv4 hop would be trusted; list your proxies\' ranges';
   }
+  // Judged one by one, two halves (0.0.0.0/1 and 128.0.0.0/1) passed and together trusted every
+  // hop. No proxy's range is wider than a private /8 (IPv6: the unique-local fc00::/7): wider
+  // ones take in public addresses, and together they can take in all.
+  const mapped = cidr.family === 'ipv6' && samePrefix(bytes, IPV4_MAPPED, 96);
+  const width = mapped ? cidr.prefix - 96 : cidr.prefix;
+  const widest = cidr.family === 'ipv4' || mapped ? 8 : 7;
+  if (width < widest) {
+    return `is wider than /${mapped ? 96 + widest : widest}: it takes in public addresses, and such ranges together can trust every hop; list your proxies' ranges`;
+  }
   const network = bytes.map((b, i) => b & maskByte(cidr.prefix, i));
   if (network.some((b, i) => b !== bytes[i])) {
     return `has bits set past its /${cidr.prefix} prefix; write the range's first address (${formatAddress(network, cidr.family)}/${cidr.prefix})`;

@@ -17,6 +17,12 @@ export function formatZodIssues(issues: readonly z.core.$ZodIssue[]): string[] {
     if (issue.code === 'invalid_type' && /received undefined/.test(message)) {
       message = `is required (expected ${issue.expected})`;
     }
+    // Zod quotes an unknown key, and a key may be a value written in its place
+    // (`apiKey: { header: X-Api-Key, sk_live_... }`): only what reads as a config key is shown.
+    if (issue.code === 'unrecognized_keys') {
+      const shown = issue.keys.map((k) => (/^[A-Za-z][a-z]*(?:[A-Z][a-z]*)*$/.test(k) && k.length <= 40 ? `"${k}"` : '(a key not shown: it may be a value)'));
+      message = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${shown.join(', ')}`;
+    }
     return `${formatPath(issue.path)}: ${message}`;
   });
 }

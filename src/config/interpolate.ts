@@ -1,6 +1,9 @@
 /**
  * `${NAME}` and `${NAME:-default}` replaced from the environment, in string leaves only: the
  * YAML is parsed first, so an environment value can never inject structure into the config.
+ * Any other `${` is refused, never kept as text: a mistyped placeholder (`${SESSION-SECRET}`)
+ * or a nested default (`${A:-${B}}`) would otherwise be taken as written, and a secret would be
+ * text anyone can read in the config file (long enough to pass as one).
  */
 export interface InterpolationProblem {
   path: (string | number)[];
@@ -25,7 +28,15 @@ export function interpolate(
 ): unknown {
   if (typeof value === 'string') {
     const whole = WHOLE.exec(value);
+    if (value.replace(PATTERN, '').includes('${')) {
+      problems.push({ path, message: 'has a ${...} that is not a placeholder (names are letters, digits and "_"; defaults cannot nest)' });
+      return '';
+    }
     const replaced = value.replace(PATTERN, (_match, name: string, fallback: string | undefined) => {
+      if (fallback?.includes('${')) {
+        problems.push({ path, message: `has a placeholder in the default of ${name}: defaults cannot nest` });
+        return '';
+      }
       const found = env[name];
       if (found !== undefined && found !== '') return found;
       if (fallback !== undefined) return fallback;

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument, type YAMLError } from 'yaml';
 import type { z } from 'zod';
@@ -71,7 +71,29 @@ export function loadConfigFile(file: string, options: LoadOptions): Config {
     if (err instanceof ConfigError) throw err;
     throw new ConfigError([`${file}: not valid YAML${at(err)}`]);
   }
-  return parseConfig(document, { ...options, baseDir: path.dirname(path.resolve(file)) });
+  const config = parseConfig(document, { ...options, baseDir: path.dirname(path.resolve(file)) });
+  const exposed = config.static && staticRootProblem(config.static.root, file);
+  if (exposed) throw new ConfigError([`static.root: ${exposed}`]);
+  return config;
+}
+
+/**
+ * Everything under static.root is served to anyone: a root that holds the config file (`.`
+ * beside it) published its secrets, and `/` everything. Compared by real paths (symlinks).
+ */
+function staticRootProblem(root: string, configFile: string): string | undefined {
+  const real = (p: string) => {
+    try {
+      return realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  const served = real(root);
+  if (served === path.parse(served).root) return 'is the filesystem root: every file would be served to anyone';
+  const file = real(configFile);
+  if (file.startsWith(served + path.sep)) return 'holds the config file, which would be served to anyone with its secrets; serve a folder of its own (the built SPA)';
+  return undefined;
 }
 
 /**

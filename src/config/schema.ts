@@ -64,7 +64,10 @@ const trustedRange = z.string().superRefine((value, ctx) => {
   if (message !== undefined) ctx.addIssue({ code: 'custom', message });
 });
 
-const base64Key32 = z.string().refine((v) => Buffer.from(v, 'base64').length === 32, {
+// Strict base64 (or base64url) of 32 bytes: Node's decoder skips what it cannot read, so a
+// passphrase or a mistyped placeholder of the right length decoded to 32 bytes of readable text.
+const BASE64_32 = /^(?:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=?|[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048])$/;
+const base64Key32 = z.string().refine((v) => BASE64_32.test(v), {
   message: 'must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)',
 });
 

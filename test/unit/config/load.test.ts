@@ -300,6 +300,83 @@ describe('config loading', () => {
     expect(() => loadConfigFile(bad, { env: {} })).toThrow(/not valid YAML \(line \d+, column \d+\)/);
     expect(() => loadConfigFile(path.join(dir, 'missing.yaml'), { env: {} })).toThrow(/cannot read the config file \(ENOENT\)/);
   });
+
+  // Fails if, in src/config/load.ts loadConfigFile, the staticRootProblem check is removed: a
+  // root of `.` beside the config file served it, secrets and all, to anyone (found by red team).
+  it('refuses a static root that holds the config file, or is the filesystem root', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'bff-config-'));
+    const file = path.join(dir, 'gateway.yaml');
+    const write = (root: string) =>
+      writeFileSync(
+        file,
+        [
+          'server: { publicUrl: "https://app.example.com" }',
+          'oidc: { issuer: "https://idp.example.com", clientId: bff, clientSecret: top-secret-value }',
+          `session: { secrets: ["${SECRET}"], encryptionKeys: ["${KEY}"] }`,
+          `static: { root: "${root}" }`,
+        ].join('\n'),
+      );
+    for (const root of ['.', '..', dir]) {
+      write(root);
+      expect(() => loadConfigFile(file, { env: {} })).toThrow(/static\.root: holds the config file/);
+    }
+    write('/');
+    expect(() => loadConfigFile(file, { env: {} })).toThrow(/static\.root: is the filesystem root/);
+    write('./public');
+    expect(loadConfigFile(file, { env: {} }).static?.root).toBe(path.join(dir, 'public'));
+  });
+});
+
+describe('values that only look set', () => {
+  const doc = (overrides: { clientSecret?: string; secrets?: string[]; encryptionKeys?: string[] }) =>
+    minimal({
+      oidc: { issuer: 'https://idp.example.com', clientId: 'bff', clientSecret: overrides.clientSecret ?? 'top-secret-value' },
+      session: { secrets: overrides.secrets ?? [SECRET], encryptionKeys: overrides.encryptionKeys ?? [KEY] },
+    });
+
+  // Fails if, in src/config/interpolate.ts interpolate, the check for a `${` left over is
+  // removed: the mistyped placeholder's own text (32+ characters) became the session secret.
+  it('refuses a ${...} that is not a placeholder, instead of taking its text as the secret', () => {
+    expect(problems(doc({ secrets: ['${SESSION-SECRET-OF-THE-PRODUCTION-GATEWAY}'] }))).toEqual([
+      expect.stringMatching(/^session\.secrets\[0\]: has a \$\{\.\.\.\} that is not a placeholder/),
+    ]);
+    expect(problems(doc({ clientSecret: 'prefix-${ not closed' }))).toEqual([expect.stringMatching(/^oidc\.clientSecret: has a \$\{/)]);
+  });
+
+  // Fails if, in src/config/interpolate.ts interpolate, `if (fallback?.includes('${'))` goes:
+  // with A unset, the client secret was the text `${B}` (the pattern stops at the first `}`).
+  it('refuses a nested default (${A:-${B}}), which the shell idiom suggests', () => {
+    expect(problems(doc({ clientSecret: '${OIDC_CLIENT_SECRET:-${OIDC_CLIENT_SECRET_OLD}}' }), { OIDC_CLIENT_SECRET_OLD: 'x'.repeat(30) })).toEqual([
+      expect.stringMatching(/^oidc\.clientSecret: has a placeholder in the default of OIDC_CLIENT_SECRET: defaults cannot nest/),
+    ]);
+  });
+
+  // Fails if, in src/config/schema.ts, base64Key32 decodes without the strict pattern again
+  // (`BASE64_32.test(v)` → `Buffer.from(v, 'base64').length === 32`): Node's decoder skips
+  // what it cannot read, and these decode to 32 bytes of readable text.
+  it('refuses an encryption key that is not strict base64 of 32 bytes', () => {
+    for (const key of ['{TOKEN-ENCRYPTION-KEY-FOR-THE-PRODUCTION-BFF}', 'our bff token encryption passphrase for prod 20241', `${KEY.slice(0, 20)} ${KEY.slice(20)}`]) {
+      expect(problems(doc({ encryptionKeys: [key] }))).toEqual([expect.stringMatching(/^session\.encryptionKeys\[0\]: must be 32 bytes, base64-encoded/)]);
+    }
+    const bytes = randomBytes(32);
+    for (const key of [bytes.toString('base64'), bytes.toString('base64').replace(/=$/, ''), bytes.toString('base64url')]) {
+      expect(problems(doc({ encryptionKeys: [key] }))).toEqual([]);
+    }
+  });
+
+  // Fails if, in src/config/format-issues.ts formatZodIssues, the unrecognized_keys branch goes:
+  // Zod's own message quoted the key, here an API key written where `value:` was forgotten.
+  it('never quotes an unknown key that may be a value; names the ones that read as config keys', () => {
+    const secret = 'sk_live_LEAKED_API_KEY_4242';
+    const lines = problems(minimal({ routes: [{ path: '/legacy', target: 'https://legacy.example.com', auth: 'apiKey', apiKey: { header: 'X-API-Key', [secret]: null } }], sesion: {} }));
+    expect(lines.join('\n')).not.toContain('LEAKED');
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        'routes[0].apiKey: Unrecognized key: (a key not shown: it may be a value)',
+        '(root): Unrecognized key: "sesion"',
+      ]),
+    );
+  });
 });
 
 describe('typed placeholders', () => {

@@ -30,7 +30,24 @@ describe('server.trustProxy ranges', () => {
     for (const range of ['::/64', '::ffff:0:0/96', '::/80']) {
       expect(problems([range])).toEqual([expect.stringMatching(/^server\.trustProxy\[0\]: takes in every IPv4-mapped address/)]);
     }
-    expect(problems(['::ffff:0:0/97'])).toEqual([]);
+    expect(problems(['::ffff:a00:0/104'])).toEqual([]);
+  });
+
+  // Fails if, in src/config/cidr.ts trustedRangeProblem, the width check goes
+  // (`if (width < widest)` → `if (false)`): the two halves of the IPv4 space passed, one by
+  // one, and together trusted every hop (found by red team: 30 logins from one client with a
+  // spoofed X-Forwarded-For, all accepted past a limit of 5).
+  it('refuses ranges wider than a private /8 (IPv6 /7), whose union can take in every address', () => {
+    expect(problems(['0.0.0.0/1', '128.0.0.0/1'])).toEqual([
+      expect.stringMatching(/^server\.trustProxy\[0\]: is wider than \/8: it takes in public addresses/),
+      expect.stringMatching(/^server\.trustProxy\[1\]: is wider than \/8/),
+    ]);
+    expect(problems(['::ffff:0:0/97', '::ffff:8000:0/97'])).toEqual([
+      expect.stringMatching(/^server\.trustProxy\[0\]: is wider than \/104/),
+      expect.stringMatching(/^server\.trustProxy\[1\]: is wider than \/104/),
+    ]);
+    expect(problems(['2000::/3'])).toEqual([expect.stringMatching(/is wider than \/7/)]);
+    expect(problems(['10.0.0.0/8', '100.64.0.0/10', '172.16.0.0/12', 'fc00::/7', '::ffff:a00:0/104'])).toEqual([]);
   });
 
   it("refuses host bits set past the prefix (10.0.0.1/8), naming the range's first address", () => {
