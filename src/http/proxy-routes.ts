@@ -187,6 +187,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     logger,
     metrics,
     checkStepUp: stepUp.checkRoute,
+    streamLimit,
     clock: runtime.clock,
   });
   runtime.onClose(() => {

@@ -23,6 +23,7 @@ import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import { tooManyHeaderFields } from './header-fields.js';
 import type { HeldSessions } from '../session/held.js';
+import type { StreamLimit } from '../proxy/streams.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -37,6 +38,8 @@ export interface WebSocketDeps {
   metrics: Metrics;
   /** A route's stepUp (RFC 9470), judged on the handshake as on any call; default: none judged. */
   checkStepUp?: (req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined) => void;
+  /** A session's long-lived connections, its proxied event streams counted with them (proxy/streams.ts). */
+  streamLimit: StreamLimit;
   clock: () => number;
 }
 
@@ -85,6 +88,28 @@ function isWebSocketHandshake(req: IncomingMessage): boolean {
 export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHandler; close(): void } {
   const { config, logger, metrics } = deps;
   const open = new Set<Socket>();
+  /** Tunnels open per route: each is an upstream connection of its own, outside the route's pool. */
+  const perRoute = new Map<string, number>();
+
+  /**
+   * A tunnel is a session's long-lived connection like a proxied event stream (at most
+   * MAX_STREAMS_PER_SESSION together), and at most `maxConnections` are open per route: one
+   * cookie opened as many as it liked, until the process ran out of file descriptors, and as
+   * many connections to an upstream configured for a handful.
+   */
+  function admit(session: LoadedSession | undefined, route: CompiledRoute, socket: Socket): GatewayError | undefined {
+    const count = perRoute.get(route.path) ?? 0;
+    if (count >= route.maxConnections) return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.' });
+    const refused = session?.tokens ? deps.streamLimit.admit(session.digest, socket) : undefined;
+    if (refused) return refused;
+    perRoute.set(route.path, count + 1);
+    socket.once('close', () => {
+      const left = (perRoute.get(route.path) ?? 1) - 1;
+      if (left > 0) perRoute.set(route.path, left);
+      else perRoute.delete(route.path);
+    });
+    return undefined;
+  }
 
   function track(session: LoadedSession, socket: Socket, route: string): void {
     open.add(socket);
@@ -118,6 +143,8 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     // taken now would never be released.
     if (socket.destroyed) return;
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
+    const crowd = admit(session, route, socket);
+    if (crowd) throw crowd;
     // Held from the read on (not after the credential, which may take a refresh): an end heard
     // meanwhile closes it. A refused upgrade destroys the socket, which releases the hold.
     if (session?.tokens) track(session, socket, route.path);

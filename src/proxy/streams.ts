@@ -100,26 +100,32 @@ export function createLongLivedAnswers(hold: (res: ServerResponse) => void, hold
 }
 
 /**
- * Event streams one session may hold open through this process, over all routes. Each holds an
- * upstream connection for as long as it runs: without a bound, one session (a script, not a
- * browser: HTTP/1.1 browsers open 6 connections per host) held a route's every connection, and
- * every other user's calls on it waited, then got 504.
+ * Event streams and WebSockets one session may hold open through this process, over all routes,
+ * together. Each holds an upstream connection for as long as it runs: without a bound, one
+ * session (a script, not a browser: HTTP/1.1 browsers open 6 connections per host) held a
+ * route's every connection, and every other user's calls on it waited, then got 504; WebSockets
+ * ran the process out of file descriptors.
  */
 export const MAX_STREAMS_PER_SESSION = 32;
 
+/** What is counted while it is open: an answer being streamed, or an upgraded socket. */
+export interface Closable {
+  once(event: 'close', listener: () => void): unknown;
+}
+
 export interface StreamLimit {
-  /** Counts `res` as one of `session`'s streams until it closes; 429 when it holds `max` already. */
-  admit(session: string, res: ServerResponse): GatewayError | undefined;
+  /** Counts `stream` as one of `session`'s until it closes; 429 when it holds `max` already. */
+  admit(session: string, stream: Closable): GatewayError | undefined;
 }
 
 export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
   const open = new Map<string, number>();
   return {
-    admit(session, res) {
+    admit(session, stream) {
       const count = open.get(session) ?? 0;
       if (count >= max) return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' });
       open.set(session, count + 1);
-      res.once('close', () => {
+      stream.once('close', () => {
         const left = (open.get(session) ?? 1) - 1;
         if (left > 0) open.set(session, left);
         else open.delete(session);
