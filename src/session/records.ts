@@ -147,6 +147,13 @@ function freezeView(session: StoredSession): SessionView {
   return Object.freeze({ auth: auth as Readonly<AuthData> | undefined, tokens });
 }
 
+/**
+ * A key of another type where the record should be (WRONGTYPE): tampered, and so for good, not
+ * a hiccup. Read as no record (signed out, as a record that does not open), not 503 on every
+ * call, logout and sign-in included, until someone deletes the key.
+ */
+const wrongType = (err: unknown): boolean => err instanceof Error && err.name === 'ReplyError' && err.message.startsWith('WRONGTYPE');
+
 export function createSessionRecords(options: SessionRecordsOptions): SessionRecords {
   const { redis, keys, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const codec = createRecordCodec(options.sealer);
@@ -210,13 +217,27 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     load(digest) {
       return timed('session_read', async () => {
         holdWrites();
-        return finish(digest, await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds));
+        let text: string | null;
+        try {
+          text = await redis.getex(keys.session(digest), 'EX', idleTimeoutSeconds);
+        } catch (err) {
+          if (wrongType(err)) return undefined;
+          throw err;
+        }
+        return finish(digest, text);
       });
     },
     view(digest) {
       return timed('session_read', async () => {
         holdWrites();
-        return readView(digest, await redis.getexBuffer(keys.session(digest), 'EX', idleTimeoutSeconds));
+        let raw: Buffer | null;
+        try {
+          raw = await redis.getexBuffer(keys.session(digest), 'EX', idleTimeoutSeconds);
+        } catch (err) {
+          if (wrongType(err)) return UNREADABLE_VIEW;
+          throw err;
+        }
+        return readView(digest, raw);
       });
     },
     peek(digest) {

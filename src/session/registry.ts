@@ -193,18 +193,18 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
    * user is not known: not another's, so that it is ended (its note makes it end itself once
    * saved), as providers send sid and sub together (oidc-provider, Keycloak).
    */
-  async function ofAnotherUser(d: string, sub: string): Promise<boolean> {
+  async function ofAnotherUser(d: string, iss: string, sub: string): Promise<boolean> {
     const stored = await records.peek(d);
-    if (stored) return stored.auth?.sub !== sub;
+    if (stored) return stored.auth?.iss !== iss || stored.auth.sub !== sub;
     return (await records.exist([d]))[0] === true;
   }
 
-  async function endAll(digests: Iterable<string>, sub?: string): Promise<EndedSession[]> {
+  async function endAll(digests: Iterable<string>, iss: string, sub?: string): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const d of digests) {
       // A token naming a user too ends no other user's session under its sid (a provider that
       // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
-      if (sub !== undefined && (await ofAnotherUser(d, sub))) continue;
+      if (sub !== undefined && (await ofAnotherUser(d, iss, sub))) continue;
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });
@@ -243,7 +243,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
         const { handle } = entry;
         const stored = await records.peek(entry.digest);
         const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
-        if (!stored?.auth || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
+        // The record's own user too: an entry copied into this index from another user's (no
+        // key needed) listed that session here, and DELETE /auth/sessions/{id} ended it.
+        const theirs = stored?.auth !== undefined && stored.auth.iss === iss && stored.auth.sub === sub;
+        if (!theirs || stored?.auth?.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
           // A pending entry without its record is a sign-in whose save is still to come (or never
           // came: it expires with the index key); deleting it could land after the callback's
           // second register and leave the new session unindexed. A saved one is a session that is
@@ -267,7 +270,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       await redis.set(keys.providerSessionEnded(sidDigest), sub === undefined ? '' : userDigest(iss, sub), 'EX', TRANSACTION_TTL_SECONDS);
       // No DEL of the set afterwards: a sign-in with this sid registered since the read would
       // leave it. end() takes each ended session out; members without a record expire with it.
-      return endAll(await redis.smembers(sidKey), sub);
+      return endAll(await redis.smembers(sidKey), iss, sub);
     },
     async providerSessionEnded(iss, sid, sub) {
       const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
@@ -280,6 +283,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       // of the others, the saved-form ones without a record go, as in list().
       const ended: EndedSession[] = [];
       for (const entry of await readIndex(userKey)) {
+        // An entry copied here from another user's index (no key needed) ends nothing.
+        if (await ofAnotherUser(entry.digest, iss, sub)) continue;
         const stored = await end(entry.digest, 'provider-logout');
         if (stored) ended.push({ digest: entry.digest, stored });
         else await prune(userKey, entry);

@@ -27,7 +27,7 @@ export class RedisSessionStore extends session.Store {
 
   override get(sid: string, callback: (err: unknown, session?: SessionData | null) => void): void {
     this.records.load(digest(sid)).then(
-      (stored) => callback(null, stored ? toSessionData(stored) : null),
+      (stored) => callback(null, stored && isStoredCookie(stored.cookie) ? toSessionData(stored) : null),
       (err: unknown) => callback(storeUnavailable(err)),
     );
   }
@@ -45,6 +45,22 @@ export class RedisSessionStore extends session.Store {
       (err: unknown) => callback?.(storeUnavailable(err)),
     );
   }
+}
+
+/**
+ * express-session rebuilds its Cookie from this member, which is not sealed (only `auth` is), and
+ * throws on a missing or mistyped one: a record written by anyone with Redis access (no key
+ * needed) answered 500 at every gateway endpoint, logout and sign-in included, for as long as
+ * the browser kept trying. Anything it would throw on reads as no session.
+ */
+function isStoredCookie(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const c = value as Record<string, unknown>;
+  return (
+    (c.expires == null || typeof c.expires === 'string') &&
+    (c.originalMaxAge == null || typeof c.originalMaxAge === 'number') &&
+    (c.maxAge == null || typeof c.maxAge === 'number')
+  );
 }
 
 function toSessionData(stored: StoredSession): SessionData {
