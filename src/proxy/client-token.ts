@@ -113,21 +113,34 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     const deadline = Date.now() + maxWaitMs;
     const other = (c: Cached | undefined) => (c !== undefined && c.accessToken !== refused ? c : undefined);
     for (;;) {
-      const shared = other(await readShared(key));
+      // A token of ours that has not expired serves while the provider may not be asked (a
+      // failed grant's backoff) or cannot answer, or Redis is away, as it was only due for
+      // renewal: a Redis outage failed every client route from the skew on (503).
+      const mine = other(local.get(key));
+      const serving = mine && !hasExpired(mine, nowSeconds()) ? mine : undefined;
+      let shared: Cached | undefined;
+      try {
+        shared = other(await readShared(key));
+      } catch (err) {
+        if (serving) return serving.accessToken;
+        throw err;
+      }
       if (shared) {
         local.set(key, shared);
         return shared.accessToken;
       }
-      // A token of ours that has not expired serves while the provider may not be asked (a
-      // failed grant's backoff) or cannot answer, as it was only due for renewal.
-      const mine = other(local.get(key));
-      const serving = mine && !hasExpired(mine, nowSeconds()) ? mine : undefined;
       const failed = failing.pending(key);
       if (failed) {
         if (serving) return serving.accessToken;
         throw retryLater(failed.error, failed.remainingMs);
       }
-      const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
+      let lock: Awaited<ReturnType<typeof tryLock>>;
+      try {
+        lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
+      } catch (err) {
+        if (serving) return serving.accessToken;
+        throw err;
+      }
       if (lock) {
         try {
           let token = other(await readShared(key));

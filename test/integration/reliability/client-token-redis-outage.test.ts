@@ -1,0 +1,59 @@
+/**
+ * `auth: client` routes while Redis is down (found by the Redis red team): a client-credentials
+ * token this process holds, due for renewal but not expired, is a usable token, and the call
+ * needs no Redis at all. It answered 503 from the skew on, every client route of the process.
+ *
+ * Mutation check (by hand, once): src/proxy/client-token.ts obtain, the catch around
+ * readShared: `if (serving) return serving.accessToken;` removed there: the test fails (503).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { startUpstream, type Upstream } from '../../support/upstream.js';
+
+const clock = createTestClock();
+let redis: RedisServer;
+let provider: TestProvider;
+let upstream: Upstream;
+let gw: TestGateway;
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  upstream = await startUpstream();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({
+    clients: [gatewayClient(reserved.url, { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] })],
+  });
+  const config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    redisUrl: redis.url,
+    redis: { commandTimeoutMs: 500 },
+    routes: [{ path: '/service', target: upstream.url, auth: 'client' }],
+  });
+  gw = await startTestGateway(config, reserved, { clock });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await provider?.close();
+  await upstream?.close();
+  await redis?.close();
+});
+
+it('serves the client token it holds (due for renewal, not expired) while Redis is down', async () => {
+  const client = new BrowserClient();
+  expect((await client.get(`${gw.url}/service/echo`, { headers: { 'x-csrf': '1' } })).status).toBe(200);
+  const first = upstream.requests.at(-1)?.headers.authorization;
+  // 60 s token, 30 s skew: due for renewal from 30 s on, valid until 60 s.
+  clock.advance(40);
+  await redis.stop();
+  try {
+    const res = await client.get(`${gw.url}/service/echo`, { headers: { 'x-csrf': '1' } });
+    expect(res.status).toBe(200);
+    expect(upstream.requests.at(-1)?.headers.authorization).toBe(first);
+  } finally {
+    await redis.start();
+  }
+}, 30_000);
