@@ -30,7 +30,7 @@ import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinato
 import type { TokenSet } from './session/tokens.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
 import { RedisSessionStore } from './session/store.js';
-import { createTransactions, type Transactions } from './session/transactions.js';
+import { createTransactions, TRANSACTION_TTL_SECONDS, type Transactions } from './session/transactions.js';
 import { createTokenVault, type TokenVault } from './session/vault.js';
 
 export { StartupError } from './startup.js';
@@ -261,7 +261,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     held,
     provider,
     revoke,
-    loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, clock),
+    loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, TRANSACTION_TTL_SECONDS, clock),
     refusals,
     dpopNonces,
     clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens,

@@ -18,12 +18,25 @@ export function normaliseAddress(addr: string): string {
  * address, a single machine is never limited (RFC 6177, RFC 8981).
  */
 export function clientBucket(addr: string): string {
+  return bucketOf(addr, 64);
+}
+
+/**
+ * A client's network, for what one network may hold of a shared capacity: an IPv4 address as it
+ * is, an IPv6 one by its /48, what one site is given (RFC 6177): its /64s, 65,536 of them, cost
+ * nothing to change between.
+ */
+export function networkBucket(addr: string): string {
+  return bucketOf(addr, 48);
+}
+
+function bucketOf(addr: string, v6Prefix: 48 | 64): string {
   const address = normaliseAddress(addr);
   if (isIP(address) !== 6) return address;
   const bytes = addressBytes({ address, prefix: 128, family: 'ipv6' });
   // An IPv4 client behind a translator (NAT64, SIIT) is its IPv4 address, not one /64 for all.
   if (EMBEDS_IPV4.some((prefix) => samePrefix(bytes, prefix, 96))) return bytes.slice(12).join('.');
-  return `${formatAddress(bytes.map((b, i) => (i < 8 ? b : 0)), 'ipv6')}/64`;
+  return `${formatAddress(bytes.map((b, i) => (i < v6Prefix / 8 ? b : 0)), 'ipv6')}/${v6Prefix}`;
 }
 
 /** /96 prefixes whose last 32 bits are an IPv4 address: 64:ff9b::/96 (RFC 6052), ::ffff:0:0/96, ::ffff:0:0:0/96 (RFC 7915), ::/96. */

@@ -13,6 +13,7 @@ import { askedOf } from '../oidc/authorization-request.js';
 import { completeAuthorization, endSessionUrl, grantedScopes, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
+import { createLoginCapacity } from './login-capacity.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
 import { visibleClaims, type AuthData } from '../session/data.js';
 import { userDigest, type EndedSession, type SessionRegistry } from '../session/registry.js';
@@ -50,9 +51,6 @@ export interface AuthRouteDeps {
 /** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
 const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
 
-/** One warning per minute at most when the global cap refuses logins (a flood must not flood the log too). */
-const CAP_LOG_INTERVAL_MS = 60_000;
-
 /** Epoch seconds as an ISO date; null when unknown or past what a Date holds (a record from before auth_time was range-checked). */
 function isoDate(seconds: number | undefined): string | null {
   const date = new Date(seconds === undefined ? NaN : seconds * 1000);
@@ -74,7 +72,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const router = Router();
   const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
   const bounceCrossSite = createLoginBounce(config);
-  let lastCapLog = -Infinity;
+  const admitLogin = createLoginCapacity({ config, transactions, metrics, logger, clock });
   const userResources = [
     ...new Set(config.routes.filter((r) => r.resource && (r.auth === 'user' || r.auth === 'user-optional')).map((r) => r.resource as string)),
   ];
@@ -87,8 +85,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const previousSession = verifySessionCookie(req.headers.cookie)?.digest;
     // A start from another site comes without the Strict cookie: once more from our own page.
     if (bounceCrossSite(req, res, query, previousSession !== undefined)) return;
-    await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
-    await admitLogin();
+    const held = await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
+    await admitLogin(held);
     // RFC 9449 §10: a fresh key per sign-in, sealed into the transaction until the callback.
     const dpopKey = derived.dpop ? generateDpopKey() : undefined;
     const request = await startAuthorization(
@@ -117,21 +115,6 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     metrics.loginTransactions.inc({ outcome: 'started' });
     loginCookies.start(req, res, request.state, binding);
     res.redirect(302, request.url);
-  }
-
-  /** The global cap on logins in progress (every instance shares the count): 429, never a full Redis. */
-  async function admitLogin(): Promise<void> {
-    const load = await withStore(() => transactions.load());
-    if (load.active < config.rateLimit.maxActiveLogins) return;
-    metrics.loginTransactions.inc({ outcome: 'over_capacity' });
-    if (clock() - lastCapLog >= CAP_LOG_INTERVAL_MS) {
-      lastCapLog = clock();
-      logger.warn({ event: 'login_capacity', active: load.active, max: config.rateLimit.maxActiveLogins }, 'too many logins in progress; refusing new ones');
-    }
-    throw new GatewayError('rate_limited', {
-      description: 'Too many sign-ins are in progress; try again later.',
-      headers: { 'Retry-After': String(load.retryAfterSeconds) },
-    });
   }
 
   function unknownState(): GatewayError {

@@ -5,7 +5,7 @@
 import type { RedisClient } from './client.js';
 import { GatewayError } from '../errors.js';
 import { digest, type Keys } from './keys.js';
-import { clientBucket } from '../config/cidr.js';
+import { clientBucket, networkBucket } from '../config/cidr.js';
 
 const HIT = `
 local n = redis.call('INCR', KEYS[1])
@@ -17,11 +17,15 @@ export async function hitWindow(redis: RedisClient, key: string, windowSeconds: 
 }
 
 export interface LoginLimiter {
-  /** Counts one login start from `address` (an IPv6 one by its /64); throws 429 rate_limited past the limit. */
-  hit(address: string): Promise<void>;
+  /**
+   * Counts one login start from `address` (an IPv6 one by its /64); throws 429 rate_limited past
+   * the limit. Returns how many its network (networkBucket) started within the current window of
+   * `heldSeconds` (a login transaction's life): what it may hold of the shared capacity.
+   */
+  hit(address: string): Promise<number>;
 }
 
-export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: number, clock: () => number = Date.now): LoginLimiter {
+export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: number, heldSeconds: number, clock: () => number = Date.now): LoginLimiter {
   return {
     async hit(address) {
       const now = clock();
@@ -31,6 +35,8 @@ export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: nu
         const retryAfter = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000));
         throw new GatewayError('rate_limited', { headers: { 'Retry-After': String(retryAfter) } });
       }
+      const window = Math.floor(now / (heldSeconds * 1000));
+      return hitWindow(redis, keys.loginRate(digest(`held ${networkBucket(address)}`), window), heldSeconds);
     },
   };
 }
