@@ -30,6 +30,7 @@ import type { RequestTracing } from './request-tracing.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { isSessionGone } from '../session/gone.js';
+import { RECENT_END_MS } from '../session/events.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
 
 export interface ProxyRoutes {
@@ -121,13 +122,17 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const streamLimit = createStreamLimit();
   for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
   const longLived = new Map<string, LongLivedAnswers>(
-    routes.map((route) => [
-      route.path,
-      createLongLivedAnswers((res) => {
-        const owner = (res.req as Owned)[OWNER];
-        if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt }, res, route.path);
-      }),
-    ]),
+    routes.map((route) => {
+      // Its answers' heads may come after a session's end is forgotten: checked as held.
+      const verify = route.timeoutSeconds * 1000 > RECENT_END_MS;
+      return [
+        route.path,
+        createLongLivedAnswers((res) => {
+          const owner = (res.req as Owned)[OWNER];
+          if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt, verify }, res, route.path);
+        }),
+      ];
+    }),
   );
   const upstreams = new Map<string, Upstream>(
     routes.map((route) => {

@@ -45,6 +45,13 @@ export function longLivedKind(proxyRes: Pick<IncomingMessage, 'headers' | 'statu
 export interface StreamOwner {
   digest: string;
   createdAt: number | undefined;
+  /**
+   * The answer's head may come later than a session's end is remembered (a route whose
+   * `timeoutSeconds` passes events.RECENT_END_MS: a long poll): the session is checked as the
+   * hold begins. A stream whose head came over a minute after a logout streamed on for the
+   * whole idle timeout.
+   */
+  verify?: boolean;
 }
 
 export interface StreamTrackerDeps {
@@ -57,11 +64,16 @@ export interface StreamTrackerDeps {
 export function trackStream(deps: StreamTrackerDeps, owner: StreamOwner, res: ServerResponse, route: string): void {
   if (res.destroyed) return;
   deps.metrics.openProxiedStreams.inc({ route });
-  const release = deps.held.hold(owner.digest, owner.createdAt, ({ endedAt }) => {
-    // No clean end: a cut is the only honest signal that the rest will not come.
-    res.destroy();
-    deps.metrics.sessionEndToClose.observe({ stream: 'proxied_stream' }, Math.max(0, deps.clock() - endedAt) / 1000);
-  });
+  const release = deps.held.hold(
+    owner.digest,
+    owner.createdAt,
+    ({ endedAt }) => {
+      // No clean end: a cut is the only honest signal that the rest will not come.
+      res.destroy();
+      deps.metrics.sessionEndToClose.observe({ stream: 'proxied_stream' }, Math.max(0, deps.clock() - endedAt) / 1000);
+    },
+    owner.verify,
+  );
   res.once('close', () => {
     release();
     deps.metrics.openProxiedStreams.dec({ route });

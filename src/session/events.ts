@@ -65,7 +65,8 @@ export interface SessionEventsOptions {
 }
 
 const DIGEST = /^[A-Za-z0-9_-]{32}$/;
-const RECENT_END_MS = 60_000;
+/** How long a session's end is remembered (recentEnd): a read older than this may have missed it. */
+export const RECENT_END_MS = 60_000;
 const RECENT_END_MAX = 10_000;
 /**
  * A signed-out event Redis did not take (the publish failed: this instance lost its link) is

@@ -34,9 +34,11 @@ export interface HeldSessions {
   /**
    * Holds `sessionDigest` open until `release()`; `onEnd` runs once if the session ends first
    * (then the hold is released). `createdAt` (ms) is the session's sign-in time, for the
-   * absolute timeout.
+   * absolute timeout. With `verify`, the session was read longer ago than its end would be
+   * remembered (events.recentEnd: a minute): its existence is checked now (one PTTL), not at
+   * its idle deadline (half an hour by default).
    */
-  hold(sessionDigest: string, createdAt: number | undefined, onEnd: OnEnd): () => void;
+  hold(sessionDigest: string, createdAt: number | undefined, onEnd: OnEnd, verify?: boolean): () => void;
   /** The session digests held now. */
   digests(): string[];
   /** Checks every session held, once, in batches; ends the ones that are gone. */
@@ -177,7 +179,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
   }
 
   return {
-    hold(sessionDigest, createdAt, onEnd) {
+    hold(sessionDigest, createdAt, onEnd, verify = false) {
       let entry = entries.get(sessionDigest);
       if (!entry) {
         const created: Entry = {
@@ -204,6 +206,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
       // caller has finished setting up.
       const ended = events.recentEnd(sessionDigest);
       if (ended) setImmediate(() => end(sessionDigest, held, ended.reason, ended.publishedAt));
+      else if (verify) void checkIdle(sessionDigest, held);
       return () => {
         if (!held.holders.delete(holder)) return;
         if (held.holders.size === 0 && entries.get(sessionDigest) === held) drop(sessionDigest, held);
