@@ -14,6 +14,7 @@
  * subresource request gets the page too, and so starts no transaction. A meta refresh, not a
  * script: the CSP allows no inline script; with SameSite=Lax configured nothing goes round.
  */
+import { randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Config } from '../config/load.js';
 import type { LoginQuery } from './login-params.js';
@@ -23,8 +24,11 @@ import { loginCookieClearOptions, loginCookieName, loginCookieOptions, readCooki
 /**
  * Set with the page and cleared by the arrival it asks for: a browser that would call the
  * refresh cross-site again (and so never send the Strict cookie) goes round once, not forever.
- * A login cookie by name (the proxy strips those), never taken for a transaction's: those are
- * named by hex digests.
+ * It holds a nonce that the page's URL carries (`bounce=`): only that arrival is let through.
+ * A guard of any value let every cross-site start through for a minute, so a page that sent
+ * the browser to /auth/login twice started a sign-in that noted nothing, and the session the
+ * browser held lived on. A login cookie by name (the proxy strips those), never taken for a
+ * transaction's: those are named by hex digests.
  */
 const GUARD_SUFFIX = 'bounce';
 
@@ -38,7 +42,7 @@ const GUARD_TTL_SECONDS = 60;
  * The same sign-in's URL, written from the parsed and validated query (nothing of the raw URL
  * is echoed), relative so that the browser stays on the origin it reached us on.
  */
-function loginUrlOf(authPath: string, query: LoginQuery): string {
+function loginUrlOf(authPath: string, query: LoginQuery, nonce: string): string {
   const search = new URLSearchParams();
   const { params } = query;
   if (query.returnTo !== undefined) search.set('returnTo', query.returnTo);
@@ -47,8 +51,8 @@ function loginUrlOf(authPath: string, query: LoginQuery): string {
   if (params.uiLocales) search.set('ui_locales', params.uiLocales.join(' '));
   if (params.acrValues) search.set('acr_values', params.acrValues.join(' '));
   if (params.maxAge !== undefined) search.set('max_age', String(params.maxAge));
-  const qs = search.toString();
-  return `${authPath}/login${qs ? `?${qs}` : ''}`;
+  search.set('bounce', nonce);
+  return `${authPath}/login?${search.toString()}`;
 }
 
 function bouncePage(target: string): string {
@@ -71,12 +75,14 @@ export function createLoginBounce(config: Config): LoginBounce {
   const guardName = bounceGuardName(config);
   const clearOptions = loginCookieClearOptions(config);
   return function bounce(req, res, query, sessionCookieSent) {
-    const guarded = readCookies(req)[guardName] !== undefined;
-    if (guarded) res.clearCookie(guardName, clearOptions);
+    const guard = readCookies(req)[guardName];
+    if (guard !== undefined) res.clearCookie(guardName, clearOptions);
+    const guarded = guard !== undefined && guard === query.bounce;
     if (!strict || sessionCookieSent || guarded) return false;
     if (req.headers['sec-fetch-site'] !== 'cross-site') return false;
-    res.cookie(guardName, '1', loginCookieOptions(config, GUARD_TTL_SECONDS));
-    res.status(200).type('html').send(bouncePage(loginUrlOf(config.server.authPath, query)));
+    const nonce = randomBytes(16).toString('base64url');
+    res.cookie(guardName, nonce, loginCookieOptions(config, GUARD_TTL_SECONDS));
+    res.status(200).type('html').send(bouncePage(loginUrlOf(config.server.authPath, query, nonce)));
     return true;
   };
 }

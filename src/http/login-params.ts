@@ -12,9 +12,12 @@ export interface LoginQuery {
   /** Not yet judged: return-to.ts does that. */
   returnTo: string | undefined;
   params: LoginParams;
+  /** The gateway's own: which cross-site bounce this arrival answers (login-bounce.ts). Never sent to the provider. */
+  bounce?: string;
 }
 
-const KNOWN = new Set(['returnTo', 'prompt', 'login_hint', 'ui_locales', 'acr_values', 'max_age']);
+const KNOWN = new Set(['returnTo', 'prompt', 'login_hint', 'ui_locales', 'acr_values', 'max_age', 'bounce']);
+const BOUNCE = /^[A-Za-z0-9_-]{22}$/;
 
 /** No control characters, whitespace, quotes, angle brackets or backslashes; an email or an opaque id fits. */
 const LOGIN_HINT = /^[^\u0000-\u0020\u007f-\u009f"'<>\\]{1,256}$/u;
@@ -68,5 +71,6 @@ export function parseLoginQuery(query: URLSearchParams): LoginQuery {
     params.maxAge = seconds;
   }
   if (strings.returnTo !== undefined && strings.returnTo.length > 2048) throw new GatewayError('invalid_return_to');
-  return { returnTo: strings.returnTo, params };
+  if (strings.bounce !== undefined && !BOUNCE.test(strings.bounce)) throw bad('bounce', 'the value of the page that sent it');
+  return { returnTo: strings.returnTo, params, ...(strings.bounce !== undefined ? { bounce: strings.bounce } : {}) };
 }

@@ -56,8 +56,11 @@ describe('a sign-in started from another site', () => {
 
     const target = refreshTarget(res.text);
     expect(target).toBeDefined();
-    // Canonical: a known order, the duplicate prompt dropped, everything percent-encoded.
-    expect(unescapeAttribute(target as string)).toBe('/auth/login?returnTo=%2Fa%22%3E%3Cb%3E%3Fq%3D1%26r%3D2&prompt=login&max_age=0');
+    // Canonical: a known order, the duplicate prompt dropped, everything percent-encoded, and
+    // the nonce of this bounce, which the guard cookie holds.
+    const nonce = client.cookies(gw.url)[guardName()] as string;
+    expect(nonce).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(unescapeAttribute(target as string)).toBe(`/auth/login?returnTo=%2Fa%22%3E%3Cb%3E%3Fq%3D1%26r%3D2&prompt=login&max_age=0&bounce=${nonce}`);
     expect(res.text).toContain(`<a href="${target}">`);
     // No transaction, no login cookie: only the guard.
     expect(await activeLogins()).toBe(before);
@@ -121,5 +124,30 @@ describe('a sign-in started from another site', () => {
     const second = await client.get(new URL(unescapeAttribute(refreshTarget(first.text) as string), gw.url), fromOtherSite);
     expect(second.status).toBe(302);
     expect(pending()).toHaveLength(5);
+  });
+});
+
+// Fails if, in src/http/login-bounce.ts, any guard lets an arrival through again (`const guarded
+// = guard !== undefined && guard === query.bounce;` → `= guard !== undefined;`): a page that
+// sent the browser to /auth/login twice (found by red team) started a sign-in without the
+// Strict cookie, which noted nothing, and the session the browser held lived on.
+describe('a sign-in started from another site twice', () => {
+  it('is sent round each time: only the arrival of the page\'s own nonce is let through without the session cookie', async () => {
+    // A fresh rate-limit window (the tests above used theirs up).
+    clock.advance(60 - ((clock.now() / 1000) % 60) + 1);
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const first = await client.get(`${gw.url}/auth/login`, fromOtherSite);
+    expect(first.status).toBe(200);
+    // The other site's second navigation: no nonce, or a made-up one.
+    const second = await client.get(`${gw.url}/auth/login`, fromOtherSite);
+    expect(second.status).toBe(200);
+    const madeUp = await client.get(`${gw.url}/auth/login?bounce=${'A'.repeat(22)}`, fromOtherSite);
+    expect(madeUp.status).toBe(200);
+    // The page's own refresh, called cross-site by a browser that withholds the Strict cookie,
+    // is let through once; as the same-origin navigation browsers make, it carries the cookie.
+    const target = unescapeAttribute(refreshTarget(madeUp.text) as string);
+    expect((await client.get(new URL(target, gw.url), fromOtherSite)).status).toBe(302);
+    expect(client.cookies(gw.url)[guardName()]).toBeUndefined();
   });
 });
