@@ -280,6 +280,9 @@ describe('silent refresh', () => {
     } finally {
       await provider.start();
     }
+    // Asked again once the failed refresh's backoff (1 s) has passed, not on the very next call.
+    expectErrorBody(await client.get(`${gw.url}/api/echo`, { headers: csrf }), 'token_refresh_failed', 502);
+    clock.advance(1);
     expect((await client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
   });
 });
