@@ -12,10 +12,22 @@
  *   network-path references the browser resolves to that host, and are judged so;
  * - anywhere else (a third party, a signed storage URL): passed in the form it was judged in.
  *
- * A Location the URL parser refuses is dropped: a browser would not follow it either.
+ * A Location the URL parser refuses is dropped: a browser would not follow it either. Node hands
+ * header values over as latin1 (a character per byte) and browsers read a Location's bytes as
+ * UTF-8: read as latin1, `https://bücher.example` was another host once re-encoded. So the
+ * bytes are read as UTF-8 first, and a Location that is not UTF-8 is dropped too.
  */
+import { isUtf8 } from 'node:buffer';
 import { canonicalPath } from './canonical-path.js';
 import type { CompiledRoute, RouteMatcher } from './routes.js';
+
+/** The header's bytes (a latin1 string, as Node gives them) read as UTF-8; undefined when they are not UTF-8. */
+function asSent(latin1: string): string | undefined {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\x7f]*$/.test(latin1)) return latin1;
+  const bytes = Buffer.from(latin1, 'latin1');
+  return isUtf8(bytes) ? bytes.toString('utf8') : undefined;
+}
 
 /** The Location to answer with, or undefined: none (the answer goes without one). */
 export type Relocate = (location: string) => string | undefined;
@@ -68,7 +80,8 @@ export function createRelocation(input: RelocationInput): (route: CompiledRoute)
     const others = reverses.filter((r) => r.route !== route);
     const candidates = [...own, ...others];
     return (location) => {
-      const url = URL.parse(location, publicOrigin);
+      const read = asSent(location);
+      const url = read === undefined ? null : URL.parse(read, publicOrigin);
       if (url === null) return undefined;
       if (url.origin === publicOrigin) return location;
       if (!internalHosts.has(url.hostname)) return url.href;

@@ -84,3 +84,23 @@ describe('routes without a prefix strip', () => {
     expect(of('/api')('http://admin:8080/base/api/admin/users')).toBe('https://app.example/api/admin/users');
   });
 });
+
+// Fails if, in src/proxy/location.ts, the header is parsed as Node hands it over (`asSent(location)`
+// → `location`): each UTF-8 byte was read as a character of its own and encoded again, so a
+// path named another file and an IDN host became another domain (found by review).
+describe('a Location with bytes beyond ASCII (Node hands header values over as latin1)', () => {
+  const { of } = relocations([{ path: '/api/orders', target: 'http://orders:8080/v1', stripPrefix: true }]);
+  const latin1 = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+
+  it('is read as UTF-8, as the browser reads it', () => {
+    expect(of('/api/orders')(latin1('https://files.example/r\u00e9sum\u00e9.pdf'))).toBe('https://files.example/r%C3%A9sum%C3%A9.pdf');
+    expect(of('/api/orders')(latin1('https://b\u00fccher.example/x'))).toBe('https://xn--bcher-kva.example/x');
+    expect(of('/api/orders')(latin1('http://orders:8080/v1/caf\u00e9'))).toBe('https://app.example/api/orders/caf%C3%A9');
+    // On the gateway's origin: the bytes as sent.
+    expect(of('/api/orders')(latin1('/caf\u00e9'))).toBe(latin1('/caf\u00e9'));
+  });
+
+  it('is dropped when its bytes are not UTF-8', () => {
+    expect(of('/api/orders')('https://files.example/r\u00e9sum\u00e9.pdf')).toBeUndefined();
+  });
+});
