@@ -221,7 +221,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // the index entry found nothing at all, and noted the provider session it ended.
     if (
       (await withStore(() => registry.endedWithRevocation(sessionDigest))) ||
-      (auth.sid !== undefined && (await withStore(() => registry.providerSessionEnded(auth.iss, auth.sid as string, auth.sub))))
+      (auth.sid !== undefined && (await withStore(() => registry.providerSessionEnded(auth.iss, auth.sid as string, auth.sub, claims.iat))))
     ) {
       await withStore(() => registry.end(sessionDigest, 'provider-logout'));
       // Over once taken: the DEL after it is best effort, as at logout.

@@ -99,7 +99,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
     }
     const ended = await withStore(() =>
-      logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub) : registry.endByUser(logout.iss, logout.sub as string),
+      logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub, logout.issuedAt) : registry.endByUser(logout.iss, logout.sub as string),
     );
     // False only when a concurrent delivery of the same token recorded it first: both ended the same sessions.
     await withStore(() => firstSighting(deps.redis, jtiKey, logout.rememberUntil - Math.floor(Date.now() / 1000)));

@@ -32,7 +32,7 @@ export interface GrantedTokens {
 
 export interface SignIn {
   tokens: GrantedTokens;
-  claims: Record<string, unknown> & { sub: string; iss: string; sid?: string };
+  claims: Record<string, unknown> & { sub: string; iss: string; iat: number; sid?: string };
   scopes: string[];
   /** The ID token's acr / auth_time, checked against what was asked. */
   authentication: Authentication;

@@ -13,6 +13,8 @@ export interface LogoutToken {
   jti: string;
   /** Epoch seconds until which the jti must be remembered. */
   rememberUntil: number;
+  /** Its iat (epoch seconds, the provider's clock). */
+  issuedAt: number;
   sid?: string;
   sub?: string;
 }
@@ -87,5 +89,5 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
   // iat whatever its exp says (an exp of 1e17 made Redis refuse the EX, a 503 after the
   // sessions were ended, and the jti went unrecorded).
   const rememberUntil = (payload.iat as number) + checks.maxAgeSeconds + checks.clockToleranceSeconds;
-  return { iss: payload.iss as string, jti: payload.jti, rememberUntil, ...(sid ? { sid } : {}), ...(sub ? { sub } : {}) };
+  return { iss: payload.iss as string, jti: payload.jti, rememberUntil, issuedAt: payload.iat as number, ...(sid ? { sid } : {}), ...(sub ? { sub } : {}) };
 }

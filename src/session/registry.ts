@@ -5,7 +5,7 @@
  *   user:{digest(iss sub)}  HASH handle -> session digest, `pending:`digest until its record is saved
  *   sid:{digest(iss sid)}   SET  session digests
  *   sid-out:{digest(iss sid)}    a back-channel logout of that provider session (the digest of
- *                                its user, or ''), for as long as a sign-in may take
+ *                                its user, or '', and its iat), for as long as a sign-in may take
  *
  * Index entries can outlive a session that timed out; every read checks the record and drops
  * stale entries, and the index keys expire with the absolute timeout. Single-key commands only
@@ -70,15 +70,16 @@ export interface SessionRegistry extends Succession {
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
    * (a logout token naming both), only the sid's sessions of that user.
    */
-  endByProviderSession(iss: string, sid: string, sub?: string): Promise<EndedSession[]>;
+  endByProviderSession(iss: string, sid: string, sub?: string, issuedAt?: number): Promise<EndedSession[]>;
   /**
-   * Whether a back-channel logout of this provider session (of this user, or naming none) came
-   * within the last ten minutes: a sign-in whose code was exchanged before it, and indexed
-   * after it read the index, ends itself (the callback). Read after the sign-in's index entry
-   * is written, as the logout writes its note before it reads the index: one of the two sees
-   * the other.
+   * Whether a back-channel logout of this provider session (of this user, or naming none),
+   * issued no earlier than the sign-in's ID token (`idTokenIat`; both the provider's clock),
+   * came within the last ten minutes: a sign-in whose code was exchanged before it, and indexed
+   * after it read the index, ends itself (the callback); a later sign-in of a provider that
+   * kept the sid does not. Read after the sign-in's index entry is written, as the logout
+   * writes its note before it reads the index: one of the two sees the other.
    */
-  providerSessionEnded(iss: string, sid: string, sub: string): Promise<boolean>;
+  providerSessionEnded(iss: string, sid: string, sub: string, idTokenIat: number): Promise<boolean>;
   endByUser(iss: string, sub: string): Promise<EndedSession[]>;
 }
 
@@ -264,17 +265,22 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       }
       return listed.sort((a, b) => a.auth.createdAt - b.auth.createdAt);
     },
-    async endByProviderSession(iss, sid, sub) {
+    async endByProviderSession(iss, sid, sub, issuedAt) {
       const sidDigest = providerSessionDigest(iss, sid);
       const sidKey = keys.providerSession(sidDigest);
-      await redis.set(keys.providerSessionEnded(sidDigest), sub === undefined ? '' : userDigest(iss, sub), 'EX', TRANSACTION_TTL_SECONDS);
+      if (issuedAt !== undefined) {
+        const note = `${sub === undefined ? '' : userDigest(iss, sub)} ${issuedAt}`;
+        await redis.set(keys.providerSessionEnded(sidDigest), note, 'EX', TRANSACTION_TTL_SECONDS);
+      }
       // No DEL of the set afterwards: a sign-in with this sid registered since the read would
       // leave it. end() takes each ended session out; members without a record expire with it.
       return endAll(await redis.smembers(sidKey), iss, sub);
     },
-    async providerSessionEnded(iss, sid, sub) {
+    async providerSessionEnded(iss, sid, sub, idTokenIat) {
       const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
-      return note === '' || (note !== null && note === userDigest(iss, sub));
+      if (note === null) return false;
+      const [of, at] = note.split(' ');
+      return (of === '' || of === userDigest(iss, sub)) && Number(at) >= idTokenIat;
     },
     async endByUser(iss, sub) {
       const userKey = keys.userSessions(userDigest(iss, sub));

@@ -246,3 +246,21 @@ it("a provider session's logout note naming another user ends no sign-in of this
   await signIn(phone, gwA.url);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
 });
+
+// Fails if, in session/registry.ts providerSessionEnded, the logout's iat is not compared with
+// the ID token's (`&& Number(at) >= idTokenIat` removed): every sign-in of that sid and user
+// ended itself for ten minutes after the logout, not only one whose code was exchanged before it
+// (found by review: a provider that keeps the sid left the user unable to sign in).
+it('a sign-in whose ID token was issued after a back-channel logout of its sid signs in (a provider that kept the sid)', async () => {
+  const { phone, sid } = await phoneWithProviderSession();
+  const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
+    form: { logout_token: await provider.signLogoutToken({ sid, sub: 'alice', iat: Math.floor(Date.now() / 1000) - 2 }) },
+  });
+  expect(logout.status).toBe(200);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
+  // The same provider session (the test provider kept it: the logout token was its own, sent by hand).
+  await signIn(phone, gwA.url);
+  const again = phone.cookies(gwA.url)[gwA.config.derived.sessionCookieName] as string;
+  expect((await gwB.runtime.records.peek(digest(sessionIdFromCookie(again))))?.auth?.sid).toBe(sid);
+  expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+});
