@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import { configSchema } from './schema.js';
 import { derive, deepFreeze, type Config } from './derive.js';
 import { interpolate, type InterpolationProblem, type TypedPlaceholder } from './interpolate.js';
-import { formatPath, formatZodIssues } from './format-issues.js';
+import { formatPath, formatZodIssues, schemaKeys } from './format-issues.js';
 import { tracingEndpointFromEnv } from './otel-env.js';
 
 export type { Config } from './derive.js';
@@ -37,13 +37,17 @@ export function parseConfig(document: unknown, options: LoadOptions & { baseDir?
   if (tracingProblem) throw new ConfigError([tracingProblem]);
   let result = configSchema.safeParse(interpolated);
   if (!result.success && restoreText(interpolated, typed, result.error.issues)) result = configSchema.safeParse(interpolated);
-  if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues));
+  if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues, configKeys()));
   const cfg = result.data;
   if (cfg.static && options.baseDir && !path.isAbsolute(cfg.static.root)) {
     cfg.static.root = path.resolve(options.baseDir, cfg.static.root);
   }
   return deepFreeze(derive(cfg));
 }
+
+let knownKeys: ReadonlySet<string> | undefined;
+/** The config's key names, walked once (only a config with problems needs them). */
+const configKeys = (): ReadonlySet<string> => (knownKeys ??= schemaKeys(configSchema));
 
 /** file → YAML → interpolate → PORT → validate → derive → freeze. */
 export function loadConfigFile(file: string, options: LoadOptions): Config {

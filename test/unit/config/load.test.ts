@@ -366,15 +366,17 @@ describe('values that only look set', () => {
 
   // Fails if, in src/config/format-issues.ts formatZodIssues, the unrecognized_keys branch goes:
   // Zod's own message quoted the key, here an API key written where `value:` was forgotten.
-  it('never quotes an unknown key that may be a value; names the ones that read as config keys', () => {
-    const secret = 'sk_live_LEAKED_API_KEY_4242';
-    const lines = problems(minimal({ routes: [{ path: '/legacy', target: 'https://legacy.example.com', auth: 'apiKey', apiKey: { header: 'X-API-Key', [secret]: null } }], sesion: {} }));
-    expect(lines.join('\n')).not.toContain('LEAKED');
-    expect(lines).toEqual(
-      expect.arrayContaining([
-        'routes[0].apiKey: Unrecognized key: (a key not shown: it may be a value)',
-        '(root): Unrecognized key: "sesion"',
-      ]),
+  // (The passphrase case fails too if nearMiss is replaced by a camelCase pattern, as it first
+  // was: found by review.)
+  it('never quotes an unknown key that may be a value; names the misspellings of known keys', () => {
+    for (const secret of ['sk_live_LEAKED_API_KEY_4242', 'CorrectHorseBatteryStaple', 'hunter']) {
+      const lines = problems(minimal({ routes: [{ path: '/legacy', target: 'https://legacy.example.com', auth: 'apiKey', apiKey: { header: 'X-API-Key', [secret]: null } }] }));
+      expect(lines.join('\n')).not.toContain(secret);
+      expect(lines).toEqual(['routes[0].apiKey.value: is required (expected string)', 'routes[0].apiKey: Unrecognized key: (a key not shown: it may be a value)']);
+    }
+    const typos = problems(minimal({ sesion: {}, server: { publicUrl: 'https://app.example.com', PublicURL: 'x' }, log: { levle: 'info' } }));
+    expect(typos).toEqual(
+      expect.arrayContaining(['(root): Unrecognized key: "sesion"', 'server: Unrecognized key: "PublicURL"', 'log: Unrecognized key: "levle"']),
     );
   });
 });
