@@ -18,6 +18,7 @@ export interface TypedPlaceholder {
 
 const PATTERN = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/;
+const UNBRACED = /^\$[A-Za-z_][A-Za-z0-9_]*$/;
 
 export function interpolate(
   value: unknown,
@@ -28,6 +29,12 @@ export function interpolate(
 ): unknown {
   if (typeof value === 'string') {
     const whole = WHOLE.exec(value);
+    // The shell's and Compose's unbraced form is not ours: taken as written, `$SESSION_SECRET`
+    // was a secret anyone can read in the file.
+    if (UNBRACED.test(value)) {
+      problems.push({ path, message: `is ${value}, which is not replaced: write \${${value.slice(1)}}` });
+      return '';
+    }
     if (value.replace(PATTERN, '').includes('${')) {
       problems.push({ path, message: 'has a ${...} that is not a placeholder (names are letters, digits and "_"; defaults cannot nest)' });
       return '';

@@ -343,6 +343,14 @@ describe('values that only look set', () => {
     expect(problems(doc({ clientSecret: 'prefix-${ not closed' }))).toEqual([expect.stringMatching(/^oidc\.clientSecret: has a \$\{/)]);
   });
 
+  // Fails if, in src/config/interpolate.ts interpolate, the UNBRACED check goes: the shell's
+  // `$NAME` was kept as written, a readable "secret" long enough to pass (found by review).
+  it('refuses a value that is an unbraced $NAME, naming the form that is replaced', () => {
+    expect(problems(doc({ secrets: ['$SESSION_SECRET_OF_THE_PRODUCTION_GATEWAY'] }))).toEqual([
+      'session.secrets[0]: is $SESSION_SECRET_OF_THE_PRODUCTION_GATEWAY, which is not replaced: write ${SESSION_SECRET_OF_THE_PRODUCTION_GATEWAY}',
+    ]);
+  });
+
   // Fails if, in src/config/interpolate.ts interpolate, `if (fallback?.includes('${'))` goes:
   // with A unset, the client secret was the text `${B}` (the pattern stops at the first `}`).
   it('refuses a nested default (${A:-${B}}), which the shell idiom suggests', () => {
