@@ -66,6 +66,9 @@ function pathOf(url: string | undefined): string | undefined {
   return q === -1 ? url : url.slice(0, q);
 }
 
+/** Between a call's session read and the start of its head deadline, at most (a margin). */
+const HEAD_MARGIN_MS = 10_000;
+
 export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRoutes {
   const { config, logger, metrics } = runtime;
   const { routes, match } = compileRoutes(config.routes, config.oidc.dpop);
@@ -123,8 +126,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
   const longLived = new Map<string, LongLivedAnswers>(
     routes.map((route) => {
-      // Its answers' heads may come after a session's end is forgotten: checked as held.
-      const verify = route.timeoutSeconds * 1000 > RECENT_END_MS;
+      // Its answers' heads may come after a session's end is forgotten: checked as held. With a
+      // margin: the session is read before the call waits for a connection and is sent.
+      const verify = route.timeoutSeconds * 1000 + HEAD_MARGIN_MS >= RECENT_END_MS;
       return [
         route.path,
         createLongLivedAnswers((res) => {

@@ -47,7 +47,7 @@ export interface StreamOwner {
   createdAt: number | undefined;
   /**
    * The answer's head may come later than a session's end is remembered (a route whose
-   * `timeoutSeconds` passes events.RECENT_END_MS: a long poll): the session is checked as the
+   * `timeoutSeconds` nears or passes events.RECENT_END_MS: a long poll): the session is checked as the
    * hold begins. A stream whose head came over a minute after a logout streamed on for the
    * whole idle timeout.
    */
