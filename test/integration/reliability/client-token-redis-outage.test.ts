@@ -7,42 +7,25 @@
  * readShared: `if (serving) return serving.accessToken;` removed there: the test fails (503).
  */
 import { BrowserClient } from '../../support/browser-client.js';
-import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
-import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { createTestClock } from '../../support/gateway.js';
+import { startOwnRedisStack, type OwnRedisStack } from '../../support/own-redis-stack.js';
 
 const clock = createTestClock();
-let redis: RedisServer;
-let provider: TestProvider;
-let upstream: Upstream;
-let gw: TestGateway;
+let stack: OwnRedisStack;
 
 beforeAll(async () => {
-  redis = await startRedisServer();
-  upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({
-    clients: [gatewayClient(reserved.url, { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] })],
+  stack = await startOwnRedisStack({
+    route: (target) => ({ path: '/service', target, auth: 'client' }),
+    commandTimeoutMs: 500,
+    client: { grant_types: ['authorization_code', 'refresh_token', 'client_credentials'] },
+    clock,
   });
-  const config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    redisUrl: redis.url,
-    redis: { commandTimeoutMs: 500 },
-    routes: [{ path: '/service', target: upstream.url, auth: 'client' }],
-  });
-  gw = await startTestGateway(config, reserved, { clock });
 });
 
-afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
-  await upstream?.close();
-  await redis?.close();
-});
+afterAll(() => stack?.close());
 
 it('serves the client token it holds (due for renewal, not expired) while Redis is down', async () => {
+  const { gw, upstream, redis } = stack;
   const client = new BrowserClient();
   expect((await client.get(`${gw.url}/service/echo`, { headers: { 'x-csrf': '1' } })).status).toBe(200);
   const first = upstream.requests.at(-1)?.headers.authorization;

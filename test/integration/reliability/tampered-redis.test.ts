@@ -19,42 +19,25 @@
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
-import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import type { TestGateway } from '../../support/gateway.js';
+import type { TestProvider } from '../../support/oidc-provider.js';
+import { startOwnRedisStack, type OwnRedisStack } from '../../support/own-redis-stack.js';
 import { expectErrorBody, revokedAtProvider, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { digest } from '../../../src/redis/keys.js';
 import { userDigest } from '../../../src/session/registry.js';
 
 const csrf = { 'x-csrf': '1' };
 
-let redis: RedisServer;
+let stack: OwnRedisStack;
 let provider: TestProvider;
-let upstream: Upstream;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  redis = await startRedisServer();
-  upstream = await startUpstream();
-  const reserved = await reserveServer();
-  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
-  const config = buildTestConfig({
-    issuer: provider.issuer,
-    publicUrl: reserved.url,
-    redisUrl: redis.url,
-    redis: { commandTimeoutMs: 1000 },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
-  });
-  gw = await startTestGateway(config, reserved);
+  stack = await startOwnRedisStack({ route: (target) => ({ path: '/api', target, auth: 'user' }), commandTimeoutMs: 1000 });
+  ({ provider, gw } = stack);
 });
 
-afterAll(async () => {
-  await gw?.close();
-  await provider?.close();
-  await upstream?.close();
-  await redis?.close();
-});
+afterAll(() => stack?.close());
 
 interface Session {
   client: BrowserClient;
