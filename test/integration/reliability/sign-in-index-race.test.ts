@@ -234,17 +234,24 @@ it('a back-channel logout of the provider session between the code exchange and 
 });
 
 // Fails if, in session/registry.ts providerSessionEnded, the note's user is not compared
-// (`return note !== null;`): alice's next sign-in in that provider session ended itself.
+// (`return (of === '' || of === userDigest(iss, sub)) && ...` → `return Number(at) >= idTokenIat;`):
+// alice's next sign-in in that provider session ended itself.
 it("a provider session's logout note naming another user ends no sign-in of this one", async () => {
   const { phone, sid } = await phoneWithProviderSession();
-  // A confused provider: bob's logout under alice's sid ends none of alice's sessions, now or at her next sign-in.
+  // A confused provider: bob's logout under alice's sid ends none of alice's sessions, now or at
+  // her next sign-in.
+  const issuedAt = Math.floor(Date.now() / 1000);
   const logout = await new BrowserClient().post(`${gwB.url}/auth/backchannel-logout`, {
-    form: { logout_token: await provider.signLogoutToken({ sid, sub: 'bob' }) },
+    form: { logout_token: await provider.signLogoutToken({ sid, sub: 'bob', iat: issuedAt }) },
   });
   expect(logout.status).toBe(200);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
   await signIn(phone, gwA.url);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
+  // What a sign-in of that sid issued with the logout would read, whatever second this one took.
+  const { registry } = gwA.runtime;
+  expect(await registry.providerSessionEnded(provider.issuer, sid, 'alice', issuedAt)).toBe(false);
+  expect(await registry.providerSessionEnded(provider.issuer, sid, 'bob', issuedAt)).toBe(true);
 });
 
 // Fails if, in session/registry.ts providerSessionEnded, the logout's iat is not compared with
