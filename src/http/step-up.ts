@@ -45,6 +45,12 @@ export function returnToFrom(referer: string | undefined, publicOrigin: string):
 
 /** How often one session is told of the same step-up ask, at most (per process). */
 export const STEP_UP_TELL_EVERY_MS = 10_000;
+/**
+ * How many step-up events one session is told per STEP_UP_TELL_EVERY_MS, whatever the asks: an
+ * upstream chooses them, and one that varied its acr_values turned every refused call into an
+ * event for every tab.
+ */
+const TELLS_PER_WINDOW = 3;
 const TOLD_MAX = 10_000;
 
 export function createStepUp(deps: StepUpDeps): StepUp {
@@ -56,6 +62,8 @@ export function createStepUp(deps: StepUpDeps): StepUp {
   // PUBLISH on the events bus: a page retrying a step-up route (or an upstream that keeps
   // challenging) would turn each call into a Redis command and an event for every tab.
   const told = new Map<string, number>();
+  // Each session's window of events, whatever the asks (TELLS_PER_WINDOW).
+  const budget = new Map<string, { since: number; count: number }>();
 
   function tell(sessionDigest: string | undefined, challenge: StepUpChallenge): void {
     if (sessionDigest !== undefined) {
@@ -63,6 +71,15 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       const now = clock();
       const last = told.get(key);
       if (last !== undefined && now - last < STEP_UP_TELL_EVERY_MS) return;
+      const spent = budget.get(sessionDigest);
+      if (spent !== undefined && now - spent.since < STEP_UP_TELL_EVERY_MS) {
+        if (spent.count >= TELLS_PER_WINDOW) return;
+        spent.count += 1;
+      } else {
+        budget.delete(sessionDigest);
+        if (budget.size >= TOLD_MAX) budget.delete(budget.keys().next().value as string);
+        budget.set(sessionDigest, { since: now, count: 1 });
+      }
       told.delete(key);
       if (told.size >= TOLD_MAX) told.delete(told.keys().next().value as string);
       told.set(key, now);

@@ -285,7 +285,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       outgoing.prepare(req, credential);
       trace?.start(req);
       const path = upstreamTarget(req.url ?? '/');
-      const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie, dpop: credential?.dpop });
+      const opened = openTunnel(req, socket, head, { target, path, timeoutMs: route.timeoutSeconds * 1000, isGatewayCookie, dpop: credential?.dpop, stepUp: options.stepUp });
       return trace ? trace.settled(req, opened) : opened;
     },
     close() {

@@ -33,6 +33,8 @@ export interface TunnelOptions {
    * that the SPA's reconnect carries it (there is no nonce retry within a handshake).
    */
   dpop?: DpopAttachment | undefined;
+  /** RFC 9470: the error for a 401 step-up challenge on the handshake, else undefined. */
+  stepUp?: ((req: http.IncomingMessage, wwwAuthenticate: string | undefined) => Error | undefined) | undefined;
 }
 
 /** Joins the target's own path prefix and the request path, as httpxy does for HTTP calls. */
@@ -103,6 +105,11 @@ export function openTunnel(req: http.IncomingMessage, socket: Socket, head: Buff
       if (options.dpop !== undefined) keepNonce(options.dpop, res);
       res.resume();
       upstreamReq.destroy();
+      const stepUp = res.statusCode === 401 ? options.stepUp?.(req, res.headers['www-authenticate']) : undefined;
+      if (stepUp instanceof GatewayError) {
+        settle(stepUp);
+        return;
+      }
       settle(
         new GatewayError('bad_gateway', {
           description: 'The upstream API refused the WebSocket upgrade.',

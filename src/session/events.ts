@@ -77,7 +77,7 @@ const RESEND_EVERY_MS = 1_000;
 
 /** A same-origin relative path (the gateway's own login URL), never `//host` or `/\host`. */
 function isLocalPath(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= 2048 && /^\/(?![/\\])[\x21-\x7e]*$/.test(value);
+  return typeof value === 'string' && value.length <= 16384 && /^\/(?![/\\])[\x21-\x7e]*$/.test(value);
 }
 
 /** Parses one event as it crossed a boundary (Redis, or a caller's object); undefined if malformed. */
@@ -115,7 +115,7 @@ interface Wire {
 }
 
 function parseWire(message: string): Wire | undefined {
-  if (message.length > 4096) return undefined;
+  if (message.length > 32768) return undefined;
   let raw: unknown;
   try {
     raw = JSON.parse(message);

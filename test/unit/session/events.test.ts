@@ -158,7 +158,7 @@ describe('session events', () => {
     ['an absolute login URL', JSON.stringify({ o: 'x', d: D1, t: 1, e: { type: 'step-up-required', loginUrl: 'https://evil.example/' } })],
     ['a protocol-relative login URL', JSON.stringify({ o: 'x', d: D1, t: 1, e: { type: 'step-up-required', loginUrl: '//evil.example/' } })],
     ['a negative max_age', JSON.stringify({ o: 'x', d: D1, t: 1, e: { type: 'step-up-required', loginUrl: '/auth/login', max_age: -1 } })],
-    ['a huge message', JSON.stringify({ o: 'x'.repeat(5000), d: D1, t: 1, e: { type: 'signed-out', reason: 'logout' } })],
+    ['a huge message', JSON.stringify({ o: 'x'.repeat(40_000), d: D1, t: 1, e: { type: 'signed-out', reason: 'logout' } })],
   ])('drops %s from Redis and counts it, telling no listener', async (_what, message) => {
     const redis = fakeRedis();
     let malformed = 0;
