@@ -48,6 +48,11 @@ export async function verifyIdToken(idToken: string, jwks: JWTVerifyGetKey, chec
   if (Array.isArray(aud) ? aud.length !== 1 || aud[0] !== checks.clientId : aud !== checks.clientId) {
     throw claimRefused('aud', 'the ID token names an audience other than this client');
   }
+  // OIDC Core §2: sub is the user, a locally unique identifier of 255 ASCII characters at most.
+  // openid-client and jose check only that it is a string: "" made every such user one identity.
+  if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255) {
+    throw claimRefused('sub', 'the ID token names no usable subject (1 to 255 characters)');
+  }
   // Step 5: an azp names the party the token was issued to, which must be this client.
   if (azp !== undefined && azp !== checks.clientId) throw claimRefused('azp', 'the ID token was issued to another client (azp)');
   // jose checks iat only together with maxTokenAge: an ID token "issued" in the future is

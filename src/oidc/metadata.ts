@@ -31,7 +31,11 @@ export function insecureEndpoints(issuer: URL, metadata: Readonly<Record<string,
   const issuerIsLoopbackHttp = issuer.protocol === 'http:' && isLoopbackHost(issuer.hostname);
   const refused: string[] = [];
   const check = (name: string, value: unknown) => {
-    if (typeof value === 'string' && !acceptable(value, issuerIsLoopbackHttp)) refused.push(name);
+    if (value === undefined || value === null) return;
+    // An endpoint that is not a string is refused too: new URL() stringified `["http://..."]`
+    // into a URL this check never saw (the key set fetched over cleartext), and one that did
+    // not stringify failed every login or logout with a 500.
+    if (typeof value !== 'string' || !acceptable(value, issuerIsLoopbackHttp)) refused.push(name);
   };
   for (const [name, value] of Object.entries(metadata)) {
     if (isEndpointField(name)) check(name, value);

@@ -143,6 +143,18 @@ describe('ID token claims and signatures (the provider publishes one RSA and one
     expectRefused(await signInWith(signedWith(rsa), { sub: undefined }));
   });
 
+  // Fails if, in src/oidc/id-token.ts verifyIdToken, the sub check goes (openid-client and jose
+  // check only that it is a string): every user a broken provider gave `sub: ""` was one
+  // identity, and a 200 KB sub signed in (OIDC Core §2: at most 255 ASCII characters; found by
+  // the sign-in red team).
+  it('an empty sub, or one past 255 characters, is refused; one of 255 signs in', async () => {
+    expectRefused(await signInWith(signedWith(rsa), { sub: '' }));
+    expectRefused(await signInWith(signedWith(rsa), { sub: 'a'.repeat(256) }));
+    const longest = await signInWith(signedWith(rsa), { sub: 'a'.repeat(255) });
+    expect(longest.answer.status).toBe(302);
+    expect((await longest.client.get(`${rig.gw.url}/auth/user`, { headers: csrf })).json<{ sub: string }>().sub).toHaveLength(255);
+  });
+
   it('oidcc-client-test-invalid-aud: an aud naming another client is refused', async () => {
     expectRefused(await signInWith(signedWith(rsa), { aud: 'another-client' }));
   });
