@@ -56,14 +56,42 @@ export interface StartOptions {
   serveMetricsPort?: boolean;
 }
 
+/** How long a CONNECT's 405 may take to reach a client that does not read it before its socket is cut. */
+const CONNECT_FLUSH_MS = 5_000;
+
+/**
+ * Calls `stop` on the first SIGTERM or SIGINT only. Service managers signal the whole process
+ * group (systemd's KillMode=control-group, `kill -TERM -<pgid>`, tini -g), so a cluster worker
+ * gets SIGTERM from them and again from its primary: with `once`, the second took Node's
+ * default action and cut the drain, every in-flight call and unsaved refresh with it.
+ */
+function onStopSignal(stop: (signal: string) => void, onRepeat: (signal: string) => void): void {
+  let stopping = false;
+  const heard = (signal: string) => {
+    if (stopping) return onRepeat(signal);
+    stopping = true;
+    stop(signal);
+  };
+  process.on('SIGTERM', () => heard('SIGTERM'));
+  process.on('SIGINT', () => heard('SIGINT'));
+}
+
 export async function startGateway(config: Config, runtime: Runtime, options: StartOptions = {}): Promise<RunningGateway> {
   const app = createApp(runtime, options.metricsSource ? { metricsSource: options.metricsSource } : {});
   const server = createGatewayServer(app);
   server.on('upgrade', app.handleUpgrade);
   // Node drops a CONNECT without an answer unless someone handles it: the gateway is no
-  // forward proxy, so it says so.
+  // forward proxy, so it says so. Node has taken its own 'error' listener off the socket it
+  // hands over: a client's reset after the answer was an uncaught exception that ended the
+  // process, every in-flight call of every session with it (two packets, no credentials).
   server.on('connect', (_req, socket: import('node:net').Socket) => {
-    socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    socket.on('error', () => socket.destroy());
+    const bound = setTimeout(() => socket.destroy(), CONNECT_FLUSH_MS);
+    bound.unref();
+    socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => {
+      clearTimeout(bound);
+      socket.destroy();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -191,8 +219,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
         .then(() => (cluster.isWorker ? process.disconnect() : undefined))
         .then(() => resolve(0), () => resolve(1));
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    onStopSignal(stop, (signal) => runtime.logger.info({ event: 'shutdown_signal_ignored', signal }, 'already draining'));
   });
 }
 
@@ -223,8 +250,7 @@ async function supervise(config: Config, workers: number): Promise<number> {
         () => resolve(1),
       );
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    onStopSignal(stop, (signal) => logger.info({ event: 'shutdown_signal_ignored', signal }, 'already draining every worker'));
   });
 }
 
