@@ -75,12 +75,19 @@ export function passThrough(
   isGatewayCookie: (name: string) => boolean,
   forCookie: boolean,
   relocate: Relocate | undefined,
+  csrfHeader: string,
 ): void {
   const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate);
   const status = proxyRes.statusCode ?? 502;
+  const answer = forCookie ? asCookieAnswer(headers, status) : headers;
+  // Every proxied call carried the CSRF header; a navigation never does. Chromium handed an
+  // answer the SPA's fetch had cached to a later navigation to its URL (a link on a page of the
+  // same site), which rendered it as a document of the gateway's origin with none of its
+  // headers, past the CSRF check: an upstream's HTML ran as the app.
+  answer.push('Vary', csrfHeader);
   // The status without the upstream's reason phrase: Node's client parser takes any byte but CR
   // and LF in it, writeHead refuses control characters (an uncaught throw: the process went).
-  res.writeHead(status, forCookie ? asCookieAnswer(headers, status) : headers);
+  res.writeHead(status, answer);
   proxyRes.pipe(res);
 }
 

@@ -35,6 +35,8 @@ export interface UpstreamOptions {
   isGatewayCookie: (name: string) => boolean;
   /** How an answer's Location is passed on (location.ts); absent: as sent. */
   relocate?: Relocate;
+  /** The CSRF header every proxied call carries (config.csrf.headerName): answers vary on it. */
+  csrfHeader: string;
   /**
    * Told of each answer that may stay open for long (streams.ts), before its head is passed on;
    * an error refuses it (answered instead, the upstream's answer cut).
@@ -101,7 +103,7 @@ function switchedProtocols(this: http.ClientRequest, _res: http.IncomingMessage,
 }
 
 export function createUpstream(options: UpstreamOptions): Upstream {
-  const { route, isGatewayCookie, trace, retry, relocate } = options;
+  const { route, isGatewayCookie, trace, retry, relocate, csrfHeader } = options;
   // The browser's request carried its cookie where the upstream's carried a credential only a
   // session gets (the user's token, or the gateway's own on a requireSession route).
   const forCookie = needsSession(route);
@@ -177,7 +179,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       return;
     }
     try {
-      passThrough(proxyRes, res, isGatewayCookie, forCookie, relocate);
+      passThrough(proxyRes, res, isGatewayCookie, forCookie, relocate, csrfHeader);
     } catch (err) {
       // Whatever of an upstream's answer Node will not write fails this call (502), never the
       // process: this runs in a socket event, where a throw is uncaught.
