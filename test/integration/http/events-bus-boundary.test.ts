@@ -8,7 +8,7 @@
  * Redis access) would.
  *
  * Mutation check (done by hand once): src/session/events.ts, parseWire: delete
- * `if (message.length > 4096) return undefined;` → the oversized (but well-formed) end closes the
+ * `if (message.length > 32768) return undefined;` → the oversized (but well-formed) end closes the
  * stream and the test fails.
  */
 import { Redis } from 'ioredis';
@@ -67,7 +67,7 @@ it('drops malformed messages and ends for other sessions; a valid end for this s
   const signedOutBefore = await received('signed-out');
 
   const malformed = [
-    wire(mine, { type: 'signed-out', reason: 'logout' }, { pad: 'x'.repeat(5000) }), // too large
+    wire(mine, { type: 'signed-out', reason: 'logout' }, { pad: 'x'.repeat(40_000) }), // too large (past 32 KiB)
     '{"o":"another-instance","d":', // not JSON
     wire(mine, { type: 'signed-out', reason: 'logout' }, { t: 'now' }),
     wire(`${mine}x`, { type: 'signed-out', reason: 'logout' }),
