@@ -162,6 +162,18 @@ export async function stopCli(processes: readonly Spawned[], ms = 5_000): Promis
   await Promise.all(processes.map((p) => withTimeout(p.exited, ms, 'CLI exit', { fallback: undefined })));
 }
 
+/** Lines of the process's JSON log with this event. */
+export function logEvents(proc: Spawned, event: string): Array<Record<string, unknown>> {
+  return proc
+    .output()
+    .split('\n')
+    .filter((l) => l.includes(`"event":"${event}"`))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** The pids of the workers a cluster primary has started (its `worker_started` lines). */
+export const workerPids = (proc: Spawned): number[] => logEvents(proc, 'worker_started').map((e) => e.pid as number);
+
 export interface CliFixture {
   /** A temporary folder for config files, removed afterwards. */
   readonly tmp: string;

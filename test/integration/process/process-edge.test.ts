@@ -14,22 +14,13 @@
  *   were cut by the second SIGTERM).
  */
 import net from 'node:net';
-import { request, startCliGateway, useCliFixture, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { logEvents, request, startCliGateway, useCliFixture, withTimeout, workerPids, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
 import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 const fixture = useCliFixture('process-edge');
-
-function events(proc: Spawned, event: string): Array<Record<string, unknown>> {
-  return proc
-    .output()
-    .split('\n')
-    .filter((l) => l.includes(`"event":"${event}"`))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-}
-const workerPids = (proc: Spawned) => events(proc, 'worker_started').map((e) => e.pid as number);
 
 async function start(workers: number): Promise<{ proc: Spawned; port: number }> {
   const port = await findFreePort();
@@ -93,7 +84,7 @@ describe('a client that resets its connection after a CONNECT', () => {
     const calls = await slowCalls(port, 3);
     for (let i = 0; i < 10; i++) await connectThenReset(port);
     expect(await statusesOf(calls)).toEqual([200, 200, 200]);
-    expect(events(proc, 'worker_exited')).toEqual([]);
+    expect(logEvents(proc, 'worker_exited')).toEqual([]);
     expect((await request(port, '/healthz')).status).toBe(200);
   }, 90_000);
 });
@@ -121,9 +112,9 @@ describe('a stop signal delivered twice', () => {
     const { proc, port } = await start(1);
     const calls = await slowCalls(port, 1);
     proc.child.kill('SIGTERM');
-    await eventually('the drain to have started', 10_000, () => events(proc, 'shutdown').length > 0 || undefined);
+    await eventually('the drain to have started', 10_000, () => logEvents(proc, 'shutdown').length > 0 || undefined);
     proc.child.kill('SIGTERM');
-    await eventually('the second signal to be heard', 10_000, () => events(proc, 'shutdown_signal_ignored').length > 0 || undefined);
+    await eventually('the second signal to be heard', 10_000, () => logEvents(proc, 'shutdown_signal_ignored').length > 0 || undefined);
     expect(await statusesOf(calls)).toEqual([200]);
     const exit = await withTimeout(proc.exited, 30_000, 'exit');
     expect({ code: exit.code, signal: exit.signal }).toEqual({ code: 0, signal: null });

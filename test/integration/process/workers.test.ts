@@ -9,7 +9,7 @@
  * tests fail (the sum lacks the workers' counts); in src/supervisor.ts, do not `fork()` again
  * after an exit → the replacement test fails.
  */
-import { request, startCliGateway, useCliFixture, withTimeout, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { logEvents, request, startCliGateway, useCliFixture, withTimeout, workerPids, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
 import { eventually } from '../../support/wait.js';
@@ -31,17 +31,6 @@ async function startWorkers(opts: { metricsPort?: number } = {}): Promise<{ proc
   await eventually('two workers started', 15_000, () => workerPids(proc).length >= 2);
   return { proc, port };
 }
-
-/** Lines of the process's JSON log with this event. */
-function events(proc: Spawned, event: string): Array<Record<string, unknown>> {
-  return proc
-    .output()
-    .split('\n')
-    .filter((l) => l.includes(`"event":"${event}"`))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-}
-
-const workerPids = (proc: Spawned) => events(proc, 'worker_started').map((e) => e.pid as number);
 
 /** `count` calls, each on a fresh connection, so the cluster spreads them over the workers. */
 async function calls(port: number, count: number): Promise<number[]> {
@@ -79,11 +68,11 @@ describe('server.workers: 2', () => {
     const { proc, port } = await startWorkers();
     const [victim] = workerPids(proc);
     process.kill(victim as number, 'SIGKILL');
-    await eventually('the exit to be logged', 15_000, () => events(proc, 'worker_exited').some((e) => e.pid === victim));
+    await eventually('the exit to be logged', 15_000, () => logEvents(proc, 'worker_exited').some((e) => e.pid === victim));
     // The other worker serves while the replacement starts.
     expect(await calls(port, 10)).toEqual(Array(10).fill(200));
     await eventually('a replacement worker', 15_000, () => workerPids(proc).length >= 3);
-    const exited = events(proc, 'worker_exited')[0];
+    const exited = logEvents(proc, 'worker_exited')[0];
     expect(exited).toMatchObject({ pid: victim, signal: 'SIGKILL', restartInMs: expect.any(Number) });
     expect(await calls(port, 10)).toEqual(Array(10).fill(200));
     proc.child.kill('SIGTERM');
