@@ -32,7 +32,14 @@ export function interpolate(
     // The shell's and Compose's unbraced form is not ours: taken as written, `$SESSION_SECRET`
     // was a secret anyone can read in the file.
     if (UNBRACED.test(value)) {
-      problems.push({ path, message: `is ${value}, which is not replaced: write \${${value.slice(1)}}` });
+      // Named only when it reads as an environment variable's name: a literal secret that
+      // happens to start with `$` is refused too, and is not printed.
+      const name = value.slice(1);
+      problems.push(
+        /^[A-Z][A-Z0-9_]*$/.test(name)
+          ? { path, message: `is ${value}, which is not replaced: write \${${name}}` }
+          : { path, message: 'is an unbraced $NAME (not shown: it may be a secret), which is not replaced: write ${NAME}' },
+      );
       return '';
     }
     if (value.replace(PATTERN, '').includes('${')) {

@@ -196,7 +196,11 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     held: runtime.held,
     logger,
     metrics,
-    checkStepUp: stepUp.checkRoute,
+    checkStepUp: (req, route, session) => {
+      // The session an upstream's step-up challenge to the handshake is told to (sessionDigestOf).
+      if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
+      stepUp.checkRoute(req, route, session);
+    },
     streamLimit,
     clock: runtime.clock,
   });

@@ -62,24 +62,32 @@ export function createStepUp(deps: StepUpDeps): StepUp {
   // PUBLISH on the events bus: a page retrying a step-up route (or an upstream that keeps
   // challenging) would turn each call into a Redis command and an event for every tab.
   const told = new Map<string, number>();
-  // Each session's window of events, whatever the asks (TELLS_PER_WINDOW).
+  // Each session's window of events an upstream asked for, whatever the asks (TELLS_PER_WINDOW).
   const budget = new Map<string, { since: number; count: number }>();
 
-  function tell(sessionDigest: string | undefined, challenge: StepUpChallenge): void {
+  /** Counts one event in the session's window; false when the window has none left. */
+  function spend(sessionDigest: string, now: number): boolean {
+    const spent = budget.get(sessionDigest);
+    if (spent !== undefined && now - spent.since < STEP_UP_TELL_EVERY_MS) {
+      if (spent.count >= TELLS_PER_WINDOW) return false;
+      spent.count += 1;
+      return true;
+    }
+    budget.delete(sessionDigest);
+    if (budget.size >= TOLD_MAX) budget.delete(budget.keys().next().value as string);
+    budget.set(sessionDigest, { since: now, count: 1 });
+    return true;
+  }
+
+  function tell(sessionDigest: string | undefined, challenge: StepUpChallenge, upstreamChosen: boolean): void {
     if (sessionDigest !== undefined) {
       const key = `${sessionDigest} ${challenge.acr_values ?? ''} ${challenge.max_age ?? ''}`;
       const now = clock();
       const last = told.get(key);
       if (last !== undefined && now - last < STEP_UP_TELL_EVERY_MS) return;
-      const spent = budget.get(sessionDigest);
-      if (spent !== undefined && now - spent.since < STEP_UP_TELL_EVERY_MS) {
-        if (spent.count >= TELLS_PER_WINDOW) return;
-        spent.count += 1;
-      } else {
-        budget.delete(sessionDigest);
-        if (budget.size >= TOLD_MAX) budget.delete(budget.keys().next().value as string);
-        budget.set(sessionDigest, { since: now, count: 1 });
-      }
+      // Only what an upstream asks spends the budget: a route's own stepUp asks what the config
+      // says (few), and an upstream's noise must not silence it.
+      if (upstreamChosen && !spend(sessionDigest, now)) return;
       told.delete(key);
       if (told.size >= TOLD_MAX) told.delete(told.keys().next().value as string);
       told.set(key, now);
@@ -91,9 +99,9 @@ export function createStepUp(deps: StepUpDeps): StepUp {
     }
   }
 
-  function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined): GatewayError {
+  function required(req: IncomingMessage, ask: StepUpAsk, sessionDigest: string | undefined, upstreamChosen: boolean): GatewayError {
     const challenge = stepUpChallenge(ask, authPath, returnToFrom(req.headers.referer, config.derived.publicOrigin));
-    tell(sessionDigest, challenge);
+    tell(sessionDigest, challenge, upstreamChosen);
     return stepUpRequired(challenge);
   }
 
@@ -103,11 +111,11 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       // Without a signed-in session with tokens, the credential step answers login_required.
       if (!route.stepUp || !session?.auth || !session.tokens?.sealed) return;
       const ask = unmetStepUp(route.stepUp, session.auth, Math.floor(clock() / 1000), tolerance);
-      if (ask) throw required(req, ask, session.digest);
+      if (ask) throw required(req, ask, session.digest, false);
     },
     fromUpstream(req, wwwAuthenticate, scheme) {
       const ask = upstreamStepUp(wwwAuthenticate, scheme);
-      return ask ? required(req, ask, deps.sessionDigestOf(req)) : undefined;
+      return ask ? required(req, ask, deps.sessionDigestOf(req), true) : undefined;
     },
   };
 }

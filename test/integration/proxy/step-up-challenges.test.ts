@@ -19,6 +19,7 @@ import { signIn } from '../../support/drive-login.js';
 import { openStream, type HeldStream } from '../../support/live-streams.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { createTestClock } from '../../support/gateway.js';
+import { eventually } from '../../support/wait.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 
 const MFA = 'urn:bff:acr:mfa';
@@ -127,6 +128,24 @@ describe('step-up-required on /auth/events', () => {
     // Each publish is counted as it is made, before the answer that made it.
     expect((await published()) - told).toBe(3);
   });
+
+  // Fails if, in src/http/step-up.ts tell, a route's own ask spends the budget too
+  // (`if (upstreamChosen && !spend(…))` → `if (!spend(…))`): three asks of an upstream
+  // silenced the route's configured step-up for the window (found by the second review).
+  it("a route's own stepUp is still told after an upstream spent the window", async () => {
+    const { client, cookie } = await signedIn();
+    const stream = await events(cookie);
+    challenge = (n) => `Bearer error="insufficient_user_authentication", acr_values="urn:x:acr:${n}"`;
+    try {
+      for (let i = 0; i < 3; i++) expect((await client.get(`${gwUrl()}/api/rs/pay`, { headers: csrf })).status).toBe(401);
+    } finally {
+      challenge = () => `Bearer error="insufficient_user_authentication", acr_values="${MFA}"`;
+    }
+    expect((await client.get(`${gwUrl()}/api/strong/x`, { headers: csrf })).status).toBe(401);
+    const asked = () => stream.events().filter((e) => e.event === 'step-up-required').map((e) => (JSON.parse(e.data) as { acr_values: string }).acr_values);
+    await eventually("the route's own ask on the stream", 10_000, () => asked().includes(MFA) || undefined);
+    expect(asked()).toHaveLength(4);
+  });
 });
 
 describe('step-up on WebSocket upgrades', () => {
@@ -136,5 +155,15 @@ describe('step-up on WebSocket upgrades', () => {
     // SPEC §4: an upstream 401 with insufficient_user_authentication answers 401 step_up_required.
     expect(res.status).toBe(401);
     expect(JSON.parse(res.text)).toMatchObject({ error: 'step_up_required', acr_values: MFA });
+  });
+
+  // Fails if, in src/http/proxy-routes.ts, the upgrade handler's checkStepUp no longer notes the
+  // session on the request (`(req as Owned)[OWNER] = session` dropped): a browser's WebSocket
+  // cannot read the 401, and the event was never published (found by the second review).
+  it("tells the session's event stream of it: a browser's WebSocket cannot read the 401", async () => {
+    const { cookie } = await signedIn();
+    const stream = await events(cookie);
+    expect((await rawUpgrade(gwUrl(), '/live/feed', { origin: stack.config.derived.publicOrigin, cookie })).status).toBe(401);
+    expect(JSON.parse((await stream.waitForEvent('step-up-required', 10_000)).data)).toMatchObject({ acr_values: MFA });
   });
 });

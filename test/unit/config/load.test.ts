@@ -351,6 +351,15 @@ describe('values that only look set', () => {
     ]);
   });
 
+  // Fails if, in src/config/interpolate.ts, every refused $NAME is quoted (the `/^[A-Z][A-Z0-9_]*$/`
+  // test → `true`): a literal secret that happens to start with `$` went to stderr (found by
+  // the second review).
+  it('refuses a literal secret shaped like $Name without printing it', () => {
+    const lines = problems(doc({ clientSecret: '$Zk9wQ2rT7vLmPq' }));
+    expect(lines).toEqual(['oidc.clientSecret: is an unbraced $NAME (not shown: it may be a secret), which is not replaced: write ${NAME}']);
+    expect(lines.join('\n')).not.toContain('Zk9wQ2rT7vLmPq');
+  });
+
   // Fails if, in src/config/interpolate.ts interpolate, `if (fallback?.includes('${'))` goes:
   // with A unset, the client secret was the text `${B}` (the pattern stops at the first `}`).
   it('refuses a nested default (${A:-${B}}), which the shell idiom suggests', () => {
