@@ -151,7 +151,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
           publicUrl,
           isGatewayCookie,
           relocate: relocation(route),
-          csrfHeader: config.csrf.headerName,
+          csrfHeader,
           ...(mapsStepUp(route) ? { stepUp: (req: IncomingMessage, header: string | undefined) => stepUp.fromUpstream(req, header, route.dpop ? 'dpop' : 'bearer') } : {}),
           // Only a request that carried a token can be rejected for it. The renewal is bounded (only
           // a still-current token, once per cooldown, shared in Redis); otherwise 'pass': the

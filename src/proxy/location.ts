@@ -34,11 +34,8 @@ export type Relocate = (location: string) => string | undefined;
 
 interface Reverse {
   route: CompiledRoute;
-  origin: string;
   /** The target's own path without its trailing slash ('' for `/`). */
   base: string;
-  /** The target carries a query: what the upstream names is not a gateway URL plus that query. */
-  query: boolean;
 }
 
 export interface RelocationInput {
@@ -53,17 +50,20 @@ export interface RelocationInput {
 export function createRelocation(input: RelocationInput): (route: CompiledRoute) => Relocate {
   const { match, publicUrl, onDropped } = input;
   const publicOrigin = publicUrl.origin;
-  const reverses = input.routes.map((route): Reverse => {
+  const internalHosts = new Set<string>();
+  const reverses: Reverse[] = [];
+  for (const route of input.routes) {
     const target = new URL(route.target);
-    const base = target.pathname.endsWith('/') ? target.pathname.slice(0, -1) : target.pathname;
-    return { route, origin: target.origin, base, query: target.search !== '' };
-  });
-  const internalHosts = new Set(reverses.map((r) => new URL(r.route.target).hostname));
+    internalHosts.add(target.hostname);
+    // A target with a query maps nothing back: what the upstream names is not a gateway URL plus that query.
+    if (target.search !== '') continue;
+    reverses.push({ route, base: target.pathname.endsWith('/') ? target.pathname.slice(0, -1) : target.pathname });
+  }
 
   /** The canonical gateway path at which `reverse`'s route calls the upstream at `path`, if any. */
   function publicPath(reverse: Reverse, pathname: string): string | undefined {
     const path = canonicalPath(pathname);
-    if (typeof path !== 'string' || reverse.query) return undefined;
+    if (typeof path !== 'string') return undefined;
     const { base, route } = reverse;
     let forwarded: string;
     if (path === base || path === `${base}/`) forwarded = '/';
@@ -76,9 +76,8 @@ export function createRelocation(input: RelocationInput): (route: CompiledRoute)
   }
 
   return (route) => {
-    const own = reverses.filter((r) => r.route === route);
-    const others = reverses.filter((r) => r.route !== route);
-    const candidates = [...own, ...others];
+    // The route's own upstream first, then any other with that origin.
+    const candidates = [...reverses.filter((r) => r.route === route), ...reverses.filter((r) => r.route !== route)];
     return (location) => {
       const read = asSent(location);
       const url = read === undefined ? null : URL.parse(read, publicOrigin);
@@ -86,7 +85,7 @@ export function createRelocation(input: RelocationInput): (route: CompiledRoute)
       if (url.origin === publicOrigin) return location;
       if (!internalHosts.has(url.hostname)) return url.href;
       for (const reverse of candidates) {
-        if (reverse.origin !== url.origin) continue;
+        if (reverse.route.targetOrigin !== url.origin) continue;
         const path = publicPath(reverse, url.pathname);
         if (path !== undefined) return `${publicOrigin}${path}${url.search}${url.hash}`;
       }
