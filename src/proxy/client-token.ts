@@ -69,6 +69,9 @@ export interface ClientTokens {
   renew(request: ClientTokenRequest, refused: string): Promise<string | undefined>;
 }
 
+/** attempt()'s answer when another process holds the renewal lock. */
+const BUSY = Symbol('busy');
+
 export function createClientTokens(options: ClientTokenOptions): ClientTokens {
   const { redis, keys, sealer, skewSeconds, clock } = options;
   const maxWaitMs = options.maxWaitMs ?? 12_000;
@@ -108,55 +111,45 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     return cached;
   }
 
+  /**
+   * One try at a token other than `refused`: the shared one, else (elected by the lock) a new
+   * one, else BUSY (another process holds the lock). Throws what failed: Redis, the provider,
+   * or a failed grant's backoff.
+   */
+  async function attempt(key: string, request: ClientTokenRequest, other: (c: Cached | undefined) => Cached | undefined): Promise<Cached | typeof BUSY> {
+    const shared = other(await readShared(key));
+    if (shared) return shared;
+    const failed = failing.pending(key);
+    if (failed) throw retryLater(failed.error, failed.remainingMs);
+    const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
+    if (!lock) return BUSY;
+    try {
+      return other(await readShared(key)) ?? (await fetchAndShare(key, request));
+    } finally {
+      await lock.release();
+    }
+  }
+
   /** A usable token other than `refused`: the shared one, or (elected by the lock) a new one. */
   async function obtain(key: string, request: ClientTokenRequest, refused?: string): Promise<string> {
     const deadline = Date.now() + maxWaitMs;
     const other = (c: Cached | undefined) => (c !== undefined && c.accessToken !== refused ? c : undefined);
     for (;;) {
-      // A token of ours that has not expired serves while the provider may not be asked (a
-      // failed grant's backoff) or cannot answer, or Redis is away, as it was only due for
-      // renewal: a Redis outage failed every client route from the skew on (503).
+      // A token of ours that has not expired serves whatever failed (Redis away, the provider
+      // failing or backed off), as it was only due for renewal: a Redis outage failed every
+      // client route from the skew on (503).
       const mine = other(local.get(key));
       const serving = mine && !hasExpired(mine, nowSeconds()) ? mine : undefined;
-      let shared: Cached | undefined;
+      let got: Cached | typeof BUSY;
       try {
-        shared = other(await readShared(key));
+        got = await attempt(key, request, other);
       } catch (err) {
         if (serving) return serving.accessToken;
         throw err;
       }
-      if (shared) {
-        local.set(key, shared);
-        return shared.accessToken;
-      }
-      const failed = failing.pending(key);
-      if (failed) {
-        if (serving) return serving.accessToken;
-        throw retryLater(failed.error, failed.remainingMs);
-      }
-      let lock: Awaited<ReturnType<typeof tryLock>>;
-      try {
-        lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
-      } catch (err) {
-        if (serving) return serving.accessToken;
-        throw err;
-      }
-      if (lock) {
-        try {
-          let token = other(await readShared(key));
-          if (!token) {
-            try {
-              token = await fetchAndShare(key, request);
-            } catch (err) {
-              if (!serving) throw err;
-              token = serving;
-            }
-          }
-          local.set(key, token);
-          return token.accessToken;
-        } finally {
-          await lock.release();
-        }
+      if (got !== BUSY) {
+        local.set(key, got);
+        return got.accessToken;
       }
       // Another process is renewing (or one that died, until its lock lapses). Every call
       // waited up to maxWaitMs for a 502 behind a dead holder's lock.

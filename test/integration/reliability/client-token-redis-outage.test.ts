@@ -3,8 +3,8 @@
  * token this process holds, due for renewal but not expired, is a usable token, and the call
  * needs no Redis at all. It answered 503 from the skew on, every client route of the process.
  *
- * Mutation check (by hand, once): src/proxy/client-token.ts obtain, the catch around
- * readShared: `if (serving) return serving.accessToken;` removed there: the test fails (503).
+ * Mutation check (by hand, once): src/proxy/client-token.ts obtain, the catch around attempt():
+ * `if (serving) return serving.accessToken;` removed there: the test fails (503).
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { createTestClock } from '../../support/gateway.js';
