@@ -219,10 +219,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // found no record to remove, and left a note: the session it would have ended is this one,
     // which ends now instead of working on. One that came after the code exchange but before
     // the index entry found nothing at all, and noted the provider session it ended.
-    if (
-      (await withStore(() => registry.endedWithRevocation(sessionDigest))) ||
-      (auth.sid !== undefined && (await withStore(() => registry.providerSessionEnded(auth.iss, auth.sid as string, auth.sub, claims.iat))))
-    ) {
+    if (await withStore(() => registry.endedDuringSignIn(sessionDigest, auth, claims.iat))) {
       await withStore(() => registry.end(sessionDigest, 'provider-logout'));
       // Over once taken: the DEL after it is best effort, as at logout.
       await destroy(req).catch(() => undefined);

@@ -70,7 +70,7 @@ export interface SessionRegistry extends Succession {
    * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
    * (a logout token naming both), only the sid's sessions of that user.
    */
-  endByProviderSession(iss: string, sid: string, sub?: string, issuedAt?: number): Promise<EndedSession[]>;
+  endByProviderSession(iss: string, sid: string, sub: string | undefined, issuedAt: number): Promise<EndedSession[]>;
   /**
    * Whether a back-channel logout of this provider session (of this user, or naming none),
    * issued no earlier than the sign-in's ID token (`idTokenIat`; both the provider's clock),
@@ -80,6 +80,13 @@ export interface SessionRegistry extends Succession {
    * writes its note before it reads the index: one of the two sees the other.
    */
   providerSessionEnded(iss: string, sid: string, sub: string, idTokenIat: number): Promise<boolean>;
+  /**
+   * Whether a sign-in (`auth`, its ID token issued at `idTokenIat`), now indexed and saved as
+   * `sessionDigest`, was logged out by its provider meanwhile: a back-channel logout that found
+   * its index entry without a record (endedWithRevocation), or one that came before the entry
+   * was written (providerSessionEnded).
+   */
+  endedDuringSignIn(sessionDigest: string, auth: AuthData, idTokenIat: number): Promise<boolean>;
   endByUser(iss: string, sub: string): Promise<EndedSession[]>;
 }
 
@@ -130,6 +137,8 @@ const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
 
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
+/** The user a record signs in (userDigest); undefined for one that signs no one in. */
+const userOf = (stored: StoredSession | undefined): string | undefined => stored?.auth && userDigest(stored.auth.iss, stored.auth.sub);
 
 export function createSessionRegistry(options: RegistryOptions): SessionRegistry {
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
@@ -184,28 +193,39 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     if (entry.saved) await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value);
   }
 
+  async function endedWithRevocation(sessionDigest: string): Promise<boolean> {
+    return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
+  }
+
+  async function providerSessionEnded(iss: string, sid: string, sub: string, idTokenIat: number): Promise<boolean> {
+    const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
+    if (note === null) return false;
+    const [of, at] = note.split(' ');
+    return (of === '' || of === userDigest(iss, sub)) && Number(at) >= idTokenIat;
+  }
+
   async function readIndex(userKey: string): Promise<IndexEntry[]> {
     return Object.entries(await redis.hgetall(userKey)).map(([handle, value]) => parseIndexEntry(handle, value));
   }
 
   /**
-   * Whether the record of `d` names another user than `sub`, or does not read (it signs no one
+   * Whether the record of `d` names another user than `user`, or does not read (it signs no one
    * in). A member with no record yet is a sign-in between its index entry and its save, whose
    * user is not known: not another's, so that it is ended (its note makes it end itself once
    * saved), as providers send sid and sub together (oidc-provider, Keycloak).
    */
-  async function ofAnotherUser(d: string, iss: string, sub: string): Promise<boolean> {
+  async function ofAnotherUser(d: string, user: string): Promise<boolean> {
     const stored = await records.peek(d);
-    if (stored) return stored.auth?.iss !== iss || stored.auth.sub !== sub;
+    if (stored) return userOf(stored) !== user;
     return (await records.exist([d]))[0] === true;
   }
 
-  async function endAll(digests: Iterable<string>, iss: string, sub?: string): Promise<EndedSession[]> {
+  async function endAll(digests: Iterable<string>, user: string | undefined): Promise<EndedSession[]> {
     const ended: EndedSession[] = [];
     for (const d of digests) {
       // A token naming a user too ends no other user's session under its sid (a provider that
       // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
-      if (sub !== undefined && (await ofAnotherUser(d, iss, sub))) continue;
+      if (user !== undefined && (await ofAnotherUser(d, user))) continue;
       // A provider said so (back-channel logout, by sid or by sub).
       const stored = await end(d, 'provider-logout');
       if (stored) ended.push({ digest: d, stored });
@@ -214,10 +234,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   }
 
   return {
-    ...createSuccession(redis, keys, end, async (d) => {
-      const auth = (await records.peek(d))?.auth;
-      return auth && userDigest(auth.iss, auth.sub);
-    }),
+    ...createSuccession(redis, keys, end, async (d) => userOf(await records.peek(d))),
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
@@ -234,11 +251,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       await unindex(sessionDigest, stored);
       return stored;
     },
-    async endedWithRevocation(sessionDigest) {
-      return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
-    },
+    endedWithRevocation,
     async list(iss, sub) {
-      const userKey = keys.userSessions(userDigest(iss, sub));
+      const user = userDigest(iss, sub);
+      const userKey = keys.userSessions(user);
       const listed: ListedSession[] = [];
       for (const entry of await readIndex(userKey)) {
         const { handle } = entry;
@@ -246,8 +262,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
         const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
         // The record's own user too: an entry copied into this index from another user's (no
         // key needed) listed that session here, and DELETE /auth/sessions/{id} ended it.
-        const theirs = stored?.auth !== undefined && stored.auth.iss === iss && stored.auth.sub === sub;
-        if (!theirs || stored?.auth?.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
+        if (!stored?.auth || userOf(stored) !== user || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
           // A pending entry without its record is a sign-in whose save is still to come (or never
           // came: it expires with the index key); deleting it could land after the callback's
           // second register and leave the new session unindexed. A saved one is a session that is
@@ -267,30 +282,28 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     async endByProviderSession(iss, sid, sub, issuedAt) {
       const sidDigest = providerSessionDigest(iss, sid);
-      const sidKey = keys.providerSession(sidDigest);
-      if (issuedAt !== undefined) {
-        const note = `${sub === undefined ? '' : userDigest(iss, sub)} ${issuedAt}`;
-        await redis.set(keys.providerSessionEnded(sidDigest), note, 'EX', TRANSACTION_TTL_SECONDS);
-      }
+      const user = sub === undefined ? undefined : userDigest(iss, sub);
+      // Noted before the index is read: see providerSessionEnded.
+      await redis.set(keys.providerSessionEnded(sidDigest), `${user ?? ''} ${issuedAt}`, 'EX', TRANSACTION_TTL_SECONDS);
       // No DEL of the set afterwards: a sign-in with this sid registered since the read would
       // leave it. end() takes each ended session out; members without a record expire with it.
-      return endAll(await redis.smembers(sidKey), iss, sub);
+      return endAll(await redis.smembers(keys.providerSession(sidDigest)), user);
     },
-    async providerSessionEnded(iss, sid, sub, idTokenIat) {
-      const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
-      if (note === null) return false;
-      const [of, at] = note.split(' ');
-      return (of === '' || of === userDigest(iss, sub)) && Number(at) >= idTokenIat;
+    providerSessionEnded,
+    async endedDuringSignIn(sessionDigest, auth, idTokenIat) {
+      if (await endedWithRevocation(sessionDigest)) return true;
+      return auth.sid !== undefined && providerSessionEnded(auth.iss, auth.sid, auth.sub, idTokenIat);
     },
     async endByUser(iss, sub) {
-      const userKey = keys.userSessions(userDigest(iss, sub));
+      const user = userDigest(iss, sub);
+      const userKey = keys.userSessions(user);
       // No DEL of the index afterwards: a sign-in registered since the read (its second register
       // in particular) would lose its entry. end() removes the entries of the sessions it ends;
       // of the others, the saved-form ones without a record go, as in list().
       const ended: EndedSession[] = [];
       for (const entry of await readIndex(userKey)) {
         // An entry copied here from another user's index (no key needed) ends nothing.
-        if (await ofAnotherUser(entry.digest, iss, sub)) continue;
+        if (await ofAnotherUser(entry.digest, user)) continue;
         const stored = await end(entry.digest, 'provider-logout');
         if (stored) ended.push({ digest: entry.digest, stored });
         else await prune(userKey, entry);

@@ -145,8 +145,8 @@ it("a sign-in whose index entry another browser's /auth/sessions read before the
  * not saved: it found the pending entry and no record to remove, answered 200, and the save
  * then made a session the provider had just ended, which worked on (found by red team).
  *
- * Fails if, in http/auth-routes.ts callback, the `registry.endedWithRevocation(sessionDigest)`
- * check after the save is removed, or if session/records.ts TAKE writes its note only when
+ * Fails if, in session/registry.ts endedDuringSignIn, the `endedWithRevocation(sessionDigest)`
+ * test is dropped (the callback asks it after the save), or if session/records.ts TAKE writes its note only when
  * there is a record (`if not val then return false end` first).
  */
 it('a back-channel logout by sub while a sign-in is indexed but not saved: that sign-in leaves no working session', async () => {
@@ -219,8 +219,8 @@ it('a back-channel logout naming sid and sub while a sign-in of that provider se
  * first index entry, so it finds nothing of it at all. The provider session it names is the one
  * the sign-in's ID token carries; the sign-in signed in all the same, and its session worked on.
  *
- * Fails if, in http/auth-routes.ts callback, the `registry.providerSessionEnded(...)` check is
- * removed (or, in session/registry.ts endByProviderSession, the `sid-out:` note is not set).
+ * Fails if, in session/registry.ts endedDuringSignIn, the `providerSessionEnded(…)` clause is
+ * dropped (or, in endByProviderSession, the `sid-out:` note is not set).
  */
 it('a back-channel logout of the provider session between the code exchange and the first index entry: no working session', async () => {
   const { phone, sid } = await phoneWithProviderSession();

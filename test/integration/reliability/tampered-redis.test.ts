@@ -6,7 +6,7 @@
  * flushed, turned read-only. Real gateway, provider, upstream and a redis-server of its own.
  *
  * Mutation checks (by hand, once):
- * - src/session/registry.ts list: `const theirs = ...` → `const theirs = stored?.auth !== undefined;`:
+ * - src/session/registry.ts list: `userOf(stored) !== user ||` dropped from the prune test:
  *   both "index entries" tests fail (bob's session listed; alice's DELETE ended it, 204).
  * - src/session/store.ts get: `stored && isStoredCookie(stored.cookie)` → `stored`: the four
  *   cookie-member tests fail (500 server_error).

@@ -201,7 +201,7 @@ it('endByProviderSession leaves a sign-in of that sid indexed while it ran', asy
   await registry.register(firstDigest, first, 'saved');
 
   const held = stall.holdAt(delOf(sidKey));
-  const ending = registry.endByProviderSession(iss, sid);
+  const ending = registry.endByProviderSession(iss, sid, undefined, Math.floor(Date.now() / 1000));
   let next: string;
   try {
     await Promise.race([held, ending]);
@@ -211,7 +211,7 @@ it('endByProviderSession leaves a sign-in of that sid indexed while it ran', asy
   }
   expect((await ending).map((e) => e.digest)).toEqual([firstDigest]);
 
-  expect((await registry.endByProviderSession(iss, sid)).map((e) => e.digest)).toEqual([next]);
+  expect((await registry.endByProviderSession(iss, sid, undefined, Math.floor(Date.now() / 1000))).map((e) => e.digest)).toEqual([next]);
   expect(await records.peek(next)).toBeUndefined();
   expect(await direct.exists(sidKey)).toBe(0);
 });
