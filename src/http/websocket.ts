@@ -23,7 +23,7 @@ import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import { tooManyHeaderFields } from './header-fields.js';
 import type { HeldSessions } from '../session/held.js';
-import type { StreamLimit } from '../proxy/streams.js';
+import { createOpenCount, type StreamLimit } from '../proxy/streams.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -89,7 +89,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   const { config, logger, metrics } = deps;
   const open = new Set<Socket>();
   /** Tunnels open per route: each is an upstream connection of its own, outside the route's pool. */
-  const perRoute = new Map<string, number>();
+  const perRoute = createOpenCount();
 
   /**
    * A tunnel is a session's long-lived connection like a proxied event stream (at most
@@ -98,17 +98,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
    * many connections to an upstream configured for a handful.
    */
   function admit(session: LoadedSession | undefined, route: CompiledRoute, socket: Socket): GatewayError | undefined {
-    const count = perRoute.get(route.path) ?? 0;
-    if (count >= route.maxConnections) return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.' });
-    const refused = session?.tokens ? deps.streamLimit.admit(session.digest, socket) : undefined;
-    if (refused) return refused;
-    perRoute.set(route.path, count + 1);
-    socket.once('close', () => {
-      const left = (perRoute.get(route.path) ?? 1) - 1;
-      if (left > 0) perRoute.set(route.path, left);
-      else perRoute.delete(route.path);
-    });
-    return undefined;
+    // Counted until the socket closes, which a refused upgrade's does at once.
+    if (!perRoute.admit(route.path, socket, route.maxConnections)) return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.' });
+    return session?.tokens ? deps.streamLimit.admit(session.digest, socket) : undefined;
   }
 
   function track(session: LoadedSession, socket: Socket, route: string): void {

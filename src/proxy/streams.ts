@@ -130,19 +130,33 @@ export interface StreamLimit {
   admit(session: string, stream: Closable): GatewayError | undefined;
 }
 
-export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
+/** What is open per key (a session, a route), each counted until it closes. */
+export interface OpenCount {
+  /** Counts `stream` under `key` until it closes; false (nothing counted) when `max` are open. */
+  admit(key: string, stream: Closable, max: number): boolean;
+}
+
+export function createOpenCount(): OpenCount {
   const open = new Map<string, number>();
   return {
-    admit(session, stream) {
-      const count = open.get(session) ?? 0;
-      if (count >= max) return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' });
-      open.set(session, count + 1);
+    admit(key, stream, max) {
+      const count = open.get(key) ?? 0;
+      if (count >= max) return false;
+      open.set(key, count + 1);
       stream.once('close', () => {
-        const left = (open.get(session) ?? 1) - 1;
-        if (left > 0) open.set(session, left);
-        else open.delete(session);
+        const left = (open.get(key) ?? 1) - 1;
+        if (left > 0) open.set(key, left);
+        else open.delete(key);
       });
-      return undefined;
+      return true;
     },
+  };
+}
+
+export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
+  const open = createOpenCount();
+  return {
+    admit: (session, stream) =>
+      open.admit(session, stream, max) ? undefined : new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' }),
   };
 }
