@@ -52,9 +52,17 @@ export interface ProxyHooks {
   readSession: SessionReader;
 }
 
-/** The session a call ran for (proxy/streams.ts: its long-lived answer is closed when it ends). */
+/**
+ * The session a call ran for: its long-lived answer is held with it (proxy/streams.ts), a retry
+ * renews its token, and an upstream's step-up challenge is told to it (sessionDigestOf).
+ */
 const OWNER = Symbol('owner');
 type Owned = IncomingMessage & { [OWNER]?: LoadedSession };
+
+/** Notes the session on the request when it is signed in (the object itself: no allocation per call). */
+function own(req: IncomingMessage, session: LoadedSession | undefined): void {
+  if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
+}
 
 /**
  * The path of a request target already made canonical at the edge (app.ts); undefined for a
@@ -192,15 +200,17 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     match,
     upstreams,
     resolveCredential,
-    readSession,
+    // Noted as read, as a call's is: an upstream's step-up challenge to the handshake is told
+    // on the session's events (a browser's WebSocket cannot read the 401).
+    readSession: async (req) => {
+      const session = await readSession(req);
+      own(req, session);
+      return session;
+    },
     held: runtime.held,
     logger,
     metrics,
-    checkStepUp: (req, route, session) => {
-      // The session an upstream's step-up challenge to the handshake is told to (sessionDigestOf).
-      if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
-      stepUp.checkRoute(req, route, session);
-    },
+    checkStepUp: stepUp.checkRoute,
     streamLimit,
     clock: runtime.clock,
   });
@@ -226,9 +236,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     if (route.requireSession && !(session?.auth && session.tokens?.sealed)) throw new GatewayError('login_required');
     // A route without stepUp costs this one property read.
     if (route.stepUp) stepUp.checkRoute(req, route, session);
-    // The session object itself (no allocation per call): read only if the answer is a stream,
-    // or by a retry.
-    if (session?.auth && session.tokens?.sealed) (req as Owned)[OWNER] = session;
+    own(req, session);
     try {
       return await resolveCredential(route, session);
     } catch (err) {

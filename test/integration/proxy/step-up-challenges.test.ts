@@ -157,8 +157,8 @@ describe('step-up on WebSocket upgrades', () => {
     expect(JSON.parse(res.text)).toMatchObject({ error: 'step_up_required', acr_values: MFA });
   });
 
-  // Fails if, in src/http/proxy-routes.ts, the upgrade handler's checkStepUp no longer notes the
-  // session on the request (`(req as Owned)[OWNER] = session` dropped): a browser's WebSocket
+  // Fails if, in src/http/proxy-routes.ts, the upgrade's readSession no longer notes the session
+  // on the request (its `own(req, session);` dropped): a browser's WebSocket
   // cannot read the 401, and the event was never published (found by the second review).
   it("tells the session's event stream of it: a browser's WebSocket cannot read the 401", async () => {
     const { cookie } = await signedIn();
