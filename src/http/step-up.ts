@@ -53,6 +53,13 @@ export const STEP_UP_TELL_EVERY_MS = 10_000;
 const TELLS_PER_WINDOW = 3;
 const TOLD_MAX = 10_000;
 
+/** Sets `key` as the newest entry of `map`, forgetting the oldest past TOLD_MAX. */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  if (map.size >= TOLD_MAX) map.delete(map.keys().next().value as string);
+  map.set(key, value);
+}
+
 export function createStepUp(deps: StepUpDeps): StepUp {
   const { config, clock } = deps;
   const listener = deps.listener ?? (() => {});
@@ -73,9 +80,7 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       spent.count += 1;
       return true;
     }
-    budget.delete(sessionDigest);
-    if (budget.size >= TOLD_MAX) budget.delete(budget.keys().next().value as string);
-    budget.set(sessionDigest, { since: now, count: 1 });
+    remember(budget, sessionDigest, { since: now, count: 1 });
     return true;
   }
 
@@ -88,9 +93,7 @@ export function createStepUp(deps: StepUpDeps): StepUp {
       // Only what an upstream asks spends the budget: a route's own stepUp asks what the config
       // says (few), and an upstream's noise must not silence it.
       if (upstreamChosen && !spend(sessionDigest, now)) return;
-      told.delete(key);
-      if (told.size >= TOLD_MAX) told.delete(told.keys().next().value as string);
-      told.set(key, now);
+      remember(told, key, now);
     }
     try {
       listener({ sessionDigest, challenge });
