@@ -6,7 +6,7 @@
  * Mutation checks (by hand, once):
  * - src/session/events.ts isLocalPath: `value.length <= 16384` → `<= 2048` (as it was): "a long
  *   (but valid) path" fails (the event is dropped as malformed, the 401 alone tells).
- * - src/http/step-up.ts tell: `if (spent.count >= TELLS_PER_WINDOW) return;` removed: "varying
+ * - src/http/step-up.ts spend: `if (spent.count >= TELLS_PER_WINDOW) return false;` removed: "varying
  *   acr_values" fails (30 events for 30 calls).
  * - src/proxy/websocket-tunnel.ts openTunnel: `if (stepUp instanceof GatewayError)` → `... && false`:
  *   the handshake test fails (502).
