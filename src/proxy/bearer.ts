@@ -191,12 +191,15 @@ export function createCredentialResolver(deps: CredentialDeps) {
       const usable = token !== undefined && !isRefused ? token : undefined;
       const stillUsable = usable === undefined ? undefined : () => !hasExpired(usable, nowSeconds(deps.clock));
       const seenVersion = current.version;
+      // The provider failed this renewal (now, or within its backoff): the token it was to renew
+      // serves on while it lasts, as an outage at the provider must not fail calls it can make.
+      const servedOr = (err: GatewayError): string => {
+        if (stillUsable?.()) return (usable as ResourceToken).accessToken;
+        throw err;
+      };
       const failing = next.needsRefreshToken ? `${session.digest} ${next.renewal}` : undefined;
       const failed = failing === undefined ? undefined : failedRefreshes.pending(failing);
-      if (failed !== undefined) {
-        if (stillUsable?.()) return (usable as ResourceToken).accessToken;
-        throw failed.error;
-      }
+      if (failed !== undefined) return servedOr(failed.error);
       // The route's own token (an exchange route's first round may refresh the session's first).
       const own = isRefused && (!withExchange(route) || !next.needsRefreshToken);
       let asked = false;
@@ -213,13 +216,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
           ...(stillUsable ? { stillUsable } : {}),
         });
       } catch (err) {
-        // The provider failed this call's renewal (not refused it: that ended the session). The
-        // token it was to renew serves on while it lasts: an outage at the provider must not
-        // fail calls a valid token can make.
+        // Only the provider's failure of this call's own renewal (a refusal ended the session).
         if (!asked || !(err instanceof GatewayError) || err.code !== 'token_refresh_failed') throw err;
         if (failing !== undefined) failedRefreshes.failed(failing, err);
-        if (stillUsable?.()) return (usable as ResourceToken).accessToken;
-        throw err;
+        return servedOr(err);
       }
       if (failing !== undefined) failedRefreshes.succeeded(failing);
       // Checked again: a caller that joined another's renewal was answered by that one's check.

@@ -130,7 +130,7 @@ describe('the provider goes down while signed in', () => {
   });
 
   // Fails if, in src/proxy/bearer.ts userAccessToken, the catch around the renewal no longer
-  // serves the token it was to renew (`if (stillUsable?.()) return (usable ...` removed there):
+  // serves the token it was to renew (its `return servedOr(err);` → `throw err;`):
   // a token due for renewal but valid for 20 s more failed every call (502) while the provider
   // was down.
   it('keeps proxying with a token due for renewal but not expired, the renewal failing', async () => {
