@@ -81,14 +81,18 @@ run('a proxied answer kept in the browser cache, reached by a navigation', () =>
     return { title, contentType: headers, upstreamCalls: upstream.requests.length - before, page };
   }
 
-  it('same-site page: a user route answer the SPA fetched is not rendered as a gateway document by a navigation', async () => {
-    const cookie = await sessionOf(stack, 'alice');
-    context = await contextWith(browser as Browser, stack, cookie);
+  /** Alice's SPA, a page of the gateway, fetches `path` as it does every call (it is cached); its URL. */
+  async function spaFetched(path: string): Promise<string> {
+    context = await contextWith(browser as Browser, stack, await sessionOf(stack, 'alice'));
     const spa = await context.newPage();
     await spa.goto(`${stack.gateway.url}/auth/no-such-page`);
-    const target = `${stack.gateway.url}/api/report`;
-    const fetched = await pageFetch(spa, target, { headers: { 'x-csrf': '1' } });
-    expect(fetched.status).toBe(200);
+    const target = `${stack.gateway.url}${path}`;
+    expect((await pageFetch(spa, target, { headers: { 'x-csrf': '1' } })).status).toBe(200);
+    return target;
+  }
+
+  it('same-site page: a user route answer the SPA fetched is not rendered as a gateway document by a navigation', async () => {
+    const target = await spaFetched('/api/report');
     const nav = await navigateFromAttacker(attacker.sameSite, target);
     // Secure: the navigation reaches the gateway, which refuses it (403 csrf_check_failed, JSON).
     expect(nav.title).not.toMatch(/^(upstream-script-ran|read:)/);
@@ -97,14 +101,9 @@ run('a proxied answer kept in the browser cache, reached by a navigation', () =>
   }, 6 * WAIT_MS);
 
   it('same-site page: a user route answer the SPA fetched does not render in a same-site frame', async () => {
-    const cookie = await sessionOf(stack, 'alice');
-    context = await contextWith(browser as Browser, stack, cookie);
-    const spa = await context.newPage();
-    await spa.goto(`${stack.gateway.url}/auth/no-such-page`);
-    const target = `${stack.gateway.url}/api/framed`;
-    expect((await pageFetch(spa, target, { headers: { 'x-csrf': '1' } })).status).toBe(200);
+    const target = await spaFetched('/api/framed');
     attacker.pages.set('/frame', `<!doctype html><iframe id="f" src="${target}"></iframe>`);
-    const page = await context.newPage();
+    const page = await (context as BrowserContext).newPage();
     await page.goto(`${attacker.sameSite}/frame`, { waitUntil: 'load' });
     const frame = page.frames().find((f) => f !== page.mainFrame());
     const title = frame ? await frame.title().catch(() => '') : '';
@@ -112,13 +111,7 @@ run('a proxied answer kept in the browser cache, reached by a navigation', () =>
   }, 6 * WAIT_MS);
 
   it('cross-site page: an auth:none route answer the SPA fetched is not rendered as a gateway document by a navigation', async () => {
-    const cookie = await sessionOf(stack, 'alice');
-    context = await contextWith(browser as Browser, stack, cookie);
-    const spa = await context.newPage();
-    await spa.goto(`${stack.gateway.url}/auth/no-such-page`);
-    const target = `${stack.gateway.url}/pub/page`;
-    const fetched = await pageFetch(spa, target, { headers: { 'x-csrf': '1' } });
-    expect(fetched.status).toBe(200);
+    const target = await spaFetched('/pub/page');
     const nav = await navigateFromAttacker(attacker.crossSite, target);
     expect(nav.title).not.toMatch(/^(upstream-script-ran|read:)/);
     expect(nav.contentType).not.toBe('text/html');

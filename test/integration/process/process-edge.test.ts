@@ -90,20 +90,12 @@ describe('a client that resets its connection after a CONNECT', () => {
 });
 
 describe('a stop signal delivered twice', () => {
-  it('workers: 2, SIGTERM to the primary and every worker at once: the in-flight calls finish, the primary exits 0', async () => {
+  // systemd's KillMode=control-group and `kill -<signal> -<pgid>` (SIGTERM), a terminal's Ctrl-C (SIGINT).
+  it.each(['SIGTERM', 'SIGINT'] as const)('workers: 2, %s to the primary and every worker at once: the in-flight calls finish, the primary exits 0', async (signal) => {
     const { proc, port } = await start(2);
     const calls = await slowCalls(port, 3);
-    process.kill(proc.child.pid as number, 'SIGTERM');
-    for (const pid of workerPids(proc)) process.kill(pid, 'SIGTERM');
-    expect(await statusesOf(calls)).toEqual([200, 200, 200]);
-    expect((await withTimeout(proc.exited, 30_000, 'exit')).code).toBe(0);
-  }, 90_000);
-
-  it('workers: 2, SIGINT to the whole group (Ctrl-C in a terminal): the in-flight calls finish', async () => {
-    const { proc, port } = await start(2);
-    const calls = await slowCalls(port, 3);
-    process.kill(proc.child.pid as number, 'SIGINT');
-    for (const pid of workerPids(proc)) process.kill(pid, 'SIGINT');
+    process.kill(proc.child.pid as number, signal);
+    for (const pid of workerPids(proc)) process.kill(pid, signal);
     expect(await statusesOf(calls)).toEqual([200, 200, 200]);
     expect((await withTimeout(proc.exited, 30_000, 'exit')).code).toBe(0);
   }, 90_000);
