@@ -62,13 +62,17 @@ export async function addConsentToPush(ctx: KoaContextWithOIDC): Promise<void> {
   const client = ctx.oidc.client;
   if (!body || !push || !client || body.request !== undefined) return;
   if (typeof body.scope !== 'string' || !splitScope(body.scope).includes('offline_access')) return;
-  const ownPrompt = typeof body.prompt === 'string' ? body.prompt : '';
-  const prompts = splitScope(ownPrompt);
-  if (prompts.includes('none') || prompts.includes('consent') || !client.grantTypeAllowed('refresh_token')) return;
+  if (!client.grantTypeAllowed('refresh_token')) return;
   await rewrite(push, (payload) => {
+    // The prompt as stored, not as posted: oidc-provider stores `max_age=0` as `prompt=login`,
+    // and reading the form's (absent) prompt lost it: a pushed max_age=0 signed in silently.
+    const ownPrompt = typeof payload.prompt === 'string' ? payload.prompt : '';
+    const prompts = splitScope(ownPrompt);
+    if (prompts.includes('none') || prompts.includes('consent')) return false;
     payload.scope = [...new Set([...splitScope(typeof payload.scope === 'string' ? payload.scope : ''), 'offline_access'])].join(' ');
     payload.prompt = [...prompts, 'consent'].join(' ');
     payload[ADDED_CONSENT] = ownPrompt;
+    return true;
   });
 }
 
@@ -84,6 +88,7 @@ async function undoAddedConsent(env: Env, ctx: RequestCtx, clientId: string, req
     if (ownPrompt) p.prompt = ownPrompt;
     else delete p.prompt;
     delete p[ADDED_CONSENT];
+    return true;
   });
 }
 
@@ -96,10 +101,10 @@ function decodeUnsecured(request: string): Record<string, unknown> | undefined {
   }
 }
 
-async function rewrite(push: StoredPush, change: (payload: Record<string, unknown>) => void): Promise<void> {
+/** `change` answers whether it changed the payload (nothing is saved when it did not). */
+async function rewrite(push: StoredPush, change: (payload: Record<string, unknown>) => boolean): Promise<void> {
   const payload = decodeUnsecured(push.request);
-  if (!payload) return;
-  change(payload);
+  if (!payload || !change(payload)) return;
   push.request = new UnsecuredJWT(payload).encode();
   // The push keeps its own expiry (at most 60 s in oidc-provider).
   const ttl = (push.exp ?? 0) - Math.floor(Date.now() / 1000);

@@ -8,7 +8,9 @@
  * Mutation that fails this file (checked by hand): in src/dev/idp/offline-access.ts
  * addConsentToPush, change `if (ctx.status !== 201) return;` to `return;` (oidc-provider then
  * drops offline_access from the pushed request: no refresh token). Also: in src/demo.ts,
- * `pushedAuthorizationRequests: 'off'` fails the first test.
+ * `pushedAuthorizationRequests: 'off'` fails the first test. The max_age=0 test fails if
+ * addConsentToPush reads the client's prompt from the posted form again
+ * (`typeof body.prompt === 'string' ? body.prompt : ''`) instead of the stored push.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -34,6 +36,8 @@ const tokensOf = (client: BrowserClient) =>
   tokensOfSession({ runtime: demo.gateway.runtime } as TestGateway, client.cookies(demo.url)[demo.config.derived.sessionCookieName] as string);
 /** Whether the sign-in went through the provider's consent page (its Approve form posts to …/confirm). */
 const consented = (hops: { url: string }[]) => hops.some((h) => new URL(h.url).pathname.endsWith('/confirm'));
+/** Whether the user typed a password (the login form posts to …/login). */
+const askedPassword = (hops: { url: string }[]) => hops.some((h) => new URL(h.url).pathname.endsWith('/login') && new URL(h.url).origin === demo.idpUrl);
 
 describe('the demo with pushed authorization requests', () => {
   it("sends the browser to the provider with only client_id and request_uri", async () => {
@@ -45,6 +49,26 @@ describe('the demo with pushed authorization requests', () => {
     expect([...location.searchParams.keys()].sort()).toEqual(['client_id', 'request_uri']);
     expect(location.searchParams.get('client_id')).toBe(demo.config.oidc.clientId);
     expect(location.searchParams.get('request_uri')).toMatch(/^urn:ietf:params:oauth:request_uri:/);
+  });
+
+  // A step-up's max_age=0 (or the SPA's own) must make the provider ask again. oidc-provider
+  // stores a pushed max_age=0 as prompt=login, which the dev provider's consent amendment
+  // dropped: the browser came straight back with a code, and the gateway took the old
+  // auth_time for as long as its clock tolerance allowed. (Before the next test moves the
+  // gateway's clock: max_age is judged on it.)
+  it('asks for the password again when a pushed sign-in carries max_age=0', async () => {
+    const client = new BrowserClient();
+    const first = await signIn(client, demo.url, { user: 'bob', password: 'bob-password', returnTo: '/' });
+    expect(askedPassword(first.hops)).toBe(true);
+    const silent = await signIn(client, demo.url, { user: 'bob', password: 'bob-password', returnTo: '/' });
+    expect(askedPassword(silent.hops)).toBe(false);
+
+    const again = await signIn(client, demo.url, { user: 'bob', password: 'bob-password', returnTo: '/', loginPath: '/auth/login?max_age=0' });
+    expect([...again.authorizeUrl.searchParams.keys()].sort()).toEqual(['client_id', 'request_uri']);
+    expect(askedPassword(again.hops)).toBe(true);
+    expect(consented(again.hops)).toBe(false);
+    expect(new URL(again.final.url).pathname).toBe('/');
+    expect((await tokensOf(client))?.refreshToken).toBeDefined();
   });
 
   it('gets a refresh token through a pushed request, asks consent once per grant, and the refresh works', async () => {
