@@ -22,7 +22,7 @@ export interface Keys {
   userSessions(userDigest: string): string;
   /** Provider session (`sid`) -> the sessions it covers. */
   providerSession(sidDigest: string): string;
-  /** A back-channel logout of a provider session, noted for sign-ins still under way (session/registry.ts). */
+  /** A back-channel logout of a provider session, noted for sign-ins still under way (session/provider-logouts.ts). */
   providerSessionEnded(sidDigest: string): string;
   /** Back-channel logout replay cache, by digest of `jti`. */
   logoutJti(jtiDigest: string): string;

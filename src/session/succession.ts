@@ -75,7 +75,7 @@ const MAX_SUCCESSION = 8;
 const SUCCEED = `local before = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return before`;
 
 type End = (sessionDigest: string, reason: EndReason, how?: { revokes?: boolean }) => Promise<StoredSession | undefined>;
-/** The digest of the user a session was signed in as (registry.ts userDigest), if any. */
+/** The digest of the user a session was signed in as (user-index.ts userDigest), if any. */
 type UserOf = (sessionDigest: string) => Promise<string | undefined>;
 
 export function createSuccession(redis: RedisClient, keys: Keys, end: End, userOf: UserOf): Succession {

@@ -100,7 +100,7 @@ describe('Back-Channel Logout RP', () => {
     expect(await userStatus(b)).toBe(200);
   });
 
-  // Fails if, in src/session/registry.ts endAll, the sub check goes
+  // Fails if, in src/session/provider-logouts.ts endAll, the sub check goes
   // (`if (sub !== undefined && ...) continue;`): the sid's session ended whoever it belonged to.
   it("a valid logout token whose sid names alice's session but whose sub names another user: 200, and it ends nothing", async () => {
     const a = await signedIn();

@@ -53,7 +53,7 @@ describe('back-channel logout', () => {
     const alice = await signedInAs('alice');
     const token = await stack.provider.signLogoutToken({ sub: 'alice' });
 
-    // Ending by sub reads the user's index with HGETALL (session/registry.ts endByUser).
+    // Ending by sub reads the user's index with HGETALL (session/provider-logouts.ts endByUser).
     await deny('hgetall');
     expectErrorBody(await postLogoutToken(token), 'session_store_unavailable', 503);
     await allow('hgetall');

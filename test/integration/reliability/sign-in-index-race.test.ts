@@ -145,7 +145,7 @@ it("a sign-in whose index entry another browser's /auth/sessions read before the
  * not saved: it found the pending entry and no record to remove, answered 200, and the save
  * then made a session the provider had just ended, which worked on (found by red team).
  *
- * Fails if, in session/registry.ts endedDuringSignIn, the `endedWithRevocation(sessionDigest)`
+ * Fails if, in session/provider-logouts.ts endedDuringSignIn, the `endedWithRevocation(sessionDigest)`
  * test is dropped (the callback asks it after the save), or if session/records.ts TAKE writes its note only when
  * there is a record (`if not val then return false end` first).
  */
@@ -204,9 +204,11 @@ async function signInAgainMeetingLogout(phone: BrowserClient, sid: string, marke
 /**
  * The same with the logout token providers send (oidc-provider, Keycloak): `sid` and `sub`
  * together. The sid's members are matched on their record's user; the sign-in has no record yet
- * (found by red team: it was skipped, and signed in). Fails if, in session/registry.ts
- * ofAnotherUser, a member without a record counts as another's again (its last line `return
- * true;`).
+ * (found by red team: it was skipped, and signed in). Two guards hold it since 0.6.5: the
+ * logout ends the member, and the sign-in reads the logout's `sid-out` note. It fails (checked
+ * by hand) only with both gone: in session/provider-logouts.ts ofAnotherUser, a member without
+ * a record counts as another's again (its last line `return true;`), and endedDuringSignIn's
+ * `providerSessionEnded(…)` clause is `false`. Each alone fails another test of this file.
  */
 it('a back-channel logout naming sid and sub while a sign-in of that provider session is indexed but not saved: no working session', async () => {
   const { phone, sid } = await phoneWithProviderSession();
@@ -219,7 +221,7 @@ it('a back-channel logout naming sid and sub while a sign-in of that provider se
  * first index entry, so it finds nothing of it at all. The provider session it names is the one
  * the sign-in's ID token carries; the sign-in signed in all the same, and its session worked on.
  *
- * Fails if, in session/registry.ts endedDuringSignIn, the `providerSessionEnded(…)` clause is
+ * Fails if, in session/provider-logouts.ts endedDuringSignIn, the `providerSessionEnded(…)` clause is
  * dropped (or, in endByProviderSession, the `sid-out:` note is not set).
  */
 it('a back-channel logout of the provider session between the code exchange and the first index entry: no working session', async () => {
@@ -233,7 +235,7 @@ it('a back-channel logout of the provider session between the code exchange and 
   expect((await laptop.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(200);
 });
 
-// Fails if, in session/registry.ts providerSessionEnded, the note's user is not compared
+// Fails if, in session/provider-logouts.ts providerSessionEnded, the note's user is not compared
 // (`return (of === '' || of === userDigest(iss, sub)) && ...` → `return Number(at) >= idTokenIat;`):
 // alice's next sign-in in that provider session ended itself.
 it("a provider session's logout note naming another user ends no sign-in of this one", async () => {
@@ -254,7 +256,7 @@ it("a provider session's logout note naming another user ends no sign-in of this
   expect(await registry.providerSessionEnded(provider.issuer, sid, 'bob', issuedAt)).toBe(true);
 });
 
-// Fails if, in session/registry.ts providerSessionEnded, the logout's iat is not compared with
+// Fails if, in session/provider-logouts.ts providerSessionEnded, the logout's iat is not compared with
 // the ID token's (`&& Number(at) >= idTokenIat` removed): every sign-in of that sid and user
 // ended itself for ten minutes after the logout, not only one whose code was exchanged before it
 // (found by review: a provider that keeps the sid left the user unable to sign in).

@@ -72,7 +72,7 @@ async function saveRecord(auth: AuthData): Promise<string> {
 
 const noRecord = () => digest(randomBytes(16).toString('hex'));
 
-// Fails if, in session/registry.ts prune (called by list()), `if (entry.saved)` is dropped from
+// Fails if, in session/user-index.ts prune (called by list()), `if (entry.saved)` is dropped from
 // `if (entry.saved) await redis.eval(PRUNE, ...)` (a pending entry is then pruned too).
 it('list() keeps a pending entry whose record is not saved yet (a sign-in in progress)', async () => {
   const { sub, userKey } = newUser();
@@ -84,9 +84,9 @@ it('list() keeps a pending entry whose record is not saved yet (a sign-in in pro
   expect(await direct.hget(userKey, pending.handle)).toBe(`pending:${d}`);
 });
 
-// Fails if, in session/registry.ts prune, the line
+// Fails if, in session/user-index.ts prune, the line
 // `if (entry.saved) await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value);` is removed,
-// or list()'s call `await prune(userKey, entry);` is.
+// or list()'s call `await prune(redis, userKey, entry);` is.
 it('list() prunes a saved-form entry whose record is gone, and one as 0.5.x wrote it', async () => {
   const { sub, userKey } = newUser();
   const gone = authFor(sub);
@@ -102,7 +102,7 @@ it('list() prunes a saved-form entry whose record is gone, and one as 0.5.x wrot
   expect(await direct.hkeys(userKey)).toEqual([live.handle]);
 });
 
-// Fails if, in session/registry.ts parseIndexEntry, `digest: value.slice(PENDING.length)` becomes
+// Fails if, in session/user-index.ts parseIndexEntry, `digest: value.slice(PENDING.length)` becomes
 // `digest: value` (the pending form is then read as a digest of its own, with no record).
 it('a pending entry whose record exists (the second register failed) is listed, and ended by sub', async () => {
   const { sub, userKey } = newUser();
@@ -119,7 +119,7 @@ it('a pending entry whose record exists (the second register failed) is listed, 
   expect(await direct.exists(userKey)).toBe(0);
 });
 
-// Fails if, in session/registry.ts prune (called by list()), `await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value)`
+// Fails if, in session/user-index.ts prune (called by list()), `await redis.eval(PRUNE, 1, userKey, entry.handle, entry.value)`
 // becomes `await redis.hdel(userKey, entry.handle)`.
 it("list()'s prune deletes an entry only if it still holds the value read", async () => {
   const { sub, userKey } = newUser();
@@ -157,7 +157,7 @@ async function signInOnOther(auth: AuthData): Promise<string> {
  * left a working session that /auth/sessions did not show and no later logout by sub ended.
  * Staged by holding such a DEL on the wire while the sign-in runs on another instance.
  *
- * Fails if, in session/registry.ts endByUser, `await redis.del(userKey);` is put back before
+ * Fails if, in session/provider-logouts.ts endByUser, `await redis.del(userKey);` is put back before
  * `return ended;`.
  */
 it('endByUser leaves the entry of a sign-in indexed while it ran', async () => {
@@ -189,7 +189,7 @@ it('endByUser leaves the entry of a sign-in indexed while it ran', async () => {
 /**
  * The same for back-channel logout by sid, whose set a sign-in with that provider session joins.
  *
- * Fails if, in session/registry.ts endByProviderSession, `await redis.del(sidKey);` is put back
+ * Fails if, in session/provider-logouts.ts endByProviderSession, `await redis.del(sidKey);` is put back
  * after the sessions are ended (after `endAll(await redis.smembers(sidKey))`).
  */
 it('endByProviderSession leaves a sign-in of that sid indexed while it ran', async () => {

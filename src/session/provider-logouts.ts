@@ -1,0 +1,117 @@
+/**
+ * Back-channel logout (OIDC BCL 1.0) over the indexes: the sessions of a provider session
+ * (`sid`) or of a whole user (`sub`) are ended, and a sign-in still in flight learns that its
+ * provider session was logged out meanwhile:
+ *
+ *   sid:{digest(iss sid)}        SET  session digests
+ *   sid-out:{digest(iss sid)}    a back-channel logout of that provider session (the digest of
+ *                                its user, or '', and its iat), for as long as a sign-in may take
+ */
+import type { RedisClient } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import type { AuthData } from './data.js';
+import type { EndReason } from './events.js';
+import type { SessionRecords, StoredSession } from './records.js';
+import type { EndedSession } from './succession.js';
+import { TRANSACTION_TTL_SECONDS } from './transactions.js';
+import { providerSessionDigest, prune, readIndex, userDigest, userOf } from './user-index.js';
+
+export interface ProviderLogouts {
+  /**
+   * Ends every session of a provider session (sid) or of a whole user (sub). With `sub` as well
+   * (a logout token naming both), only the sid's sessions of that user.
+   */
+  endByProviderSession(iss: string, sid: string, sub: string | undefined, issuedAt: number): Promise<EndedSession[]>;
+  /**
+   * Whether a back-channel logout of this provider session (of this user, or naming none),
+   * issued no earlier than the sign-in's ID token (`idTokenIat`; both the provider's clock),
+   * came within the last ten minutes: a sign-in whose code was exchanged before it, and indexed
+   * after it read the index, ends itself (the callback); a later sign-in of a provider that
+   * kept the sid does not. Read after the sign-in's index entry is written, as the logout
+   * writes its note before it reads the index: one of the two sees the other.
+   */
+  providerSessionEnded(iss: string, sid: string, sub: string, idTokenIat: number): Promise<boolean>;
+  /**
+   * Whether a sign-in (`auth`, its ID token issued at `idTokenIat`), now indexed and saved as
+   * `sessionDigest`, was logged out by its provider meanwhile: a back-channel logout that found
+   * its index entry without a record (endedWithRevocation), or one that came before the entry
+   * was written (providerSessionEnded).
+   */
+  endedDuringSignIn(sessionDigest: string, auth: AuthData, idTokenIat: number): Promise<boolean>;
+  endByUser(iss: string, sub: string): Promise<EndedSession[]>;
+}
+
+export interface ProviderLogoutDeps {
+  redis: RedisClient;
+  keys: Keys;
+  records: SessionRecords;
+  end(sessionDigest: string, reason: EndReason): Promise<StoredSession | undefined>;
+  endedWithRevocation(sessionDigest: string): Promise<boolean>;
+}
+
+export function createProviderLogouts({ redis, keys, records, end, endedWithRevocation }: ProviderLogoutDeps): ProviderLogouts {
+  /**
+   * Whether the record of `d` names another user than `user`, or does not read (it signs no one
+   * in). A member with no record yet is a sign-in between its index entry and its save, whose
+   * user is not known: not another's, so that it is ended (its note makes it end itself once
+   * saved), as providers send sid and sub together (oidc-provider, Keycloak).
+   */
+  async function ofAnotherUser(d: string, user: string): Promise<boolean> {
+    const stored = await records.peek(d);
+    if (stored) return userOf(stored) !== user;
+    return (await records.exist([d]))[0] === true;
+  }
+
+  async function endAll(digests: Iterable<string>, user: string | undefined): Promise<EndedSession[]> {
+    const ended: EndedSession[] = [];
+    for (const d of digests) {
+      // A token naming a user too ends no other user's session under its sid (a provider that
+      // reuses sids, or a confused one): BCL §2.4 has both claims name the same sessions.
+      if (user !== undefined && (await ofAnotherUser(d, user))) continue;
+      // A provider said so (back-channel logout, by sid or by sub).
+      const stored = await end(d, 'provider-logout');
+      if (stored) ended.push({ digest: d, stored });
+    }
+    return ended;
+  }
+
+  async function providerSessionEnded(iss: string, sid: string, sub: string, idTokenIat: number): Promise<boolean> {
+    const note = await redis.get(keys.providerSessionEnded(providerSessionDigest(iss, sid)));
+    if (note === null) return false;
+    const [of, at] = note.split(' ');
+    return (of === '' || of === userDigest(iss, sub)) && Number(at) >= idTokenIat;
+  }
+
+  return {
+    async endByProviderSession(iss, sid, sub, issuedAt) {
+      const sidDigest = providerSessionDigest(iss, sid);
+      const user = sub === undefined ? undefined : userDigest(iss, sub);
+      // Noted before the index is read: see providerSessionEnded.
+      await redis.set(keys.providerSessionEnded(sidDigest), `${user ?? ''} ${issuedAt}`, 'EX', TRANSACTION_TTL_SECONDS);
+      // No DEL of the set afterwards: a sign-in with this sid registered since the read would
+      // leave it. end() takes each ended session out; members without a record expire with it.
+      return endAll(await redis.smembers(keys.providerSession(sidDigest)), user);
+    },
+    providerSessionEnded,
+    async endedDuringSignIn(sessionDigest, auth, idTokenIat) {
+      if (await endedWithRevocation(sessionDigest)) return true;
+      return auth.sid !== undefined && providerSessionEnded(auth.iss, auth.sid, auth.sub, idTokenIat);
+    },
+    async endByUser(iss, sub) {
+      const user = userDigest(iss, sub);
+      const userKey = keys.userSessions(user);
+      // No DEL of the index afterwards: a sign-in registered since the read (its second register
+      // in particular) would lose its entry. end() removes the entries of the sessions it ends;
+      // of the others, the saved-form ones without a record go, as in list().
+      const ended: EndedSession[] = [];
+      for (const entry of await readIndex(redis, userKey)) {
+        // An entry copied here from another user's index (no key needed) ends nothing.
+        if (await ofAnotherUser(entry.digest, user)) continue;
+        const stored = await end(entry.digest, 'provider-logout');
+        if (stored) ended.push({ digest: entry.digest, stored });
+        else await prune(redis, userKey, entry);
+      }
+      return ended;
+    },
+  };
+}
