@@ -20,10 +20,20 @@ export interface Sealer {
   readonly currentKid: string;
   /** The key id a sealed value names, without opening it. */
   kidOf(sealed: string): string | undefined;
+  /**
+   * Whether a value names a key this process lacks: sealed by an instance configured with a
+   * newer key (a roll of `encryptionKeys` under way), or with one removed since.
+   */
+  sealedElsewhere(sealed: string): boolean;
 }
 
 export function keyId(key: Buffer): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 8);
+}
+
+function kidOf(sealed: string): string | undefined {
+  const parts = sealed.split('.');
+  return parts.length === 4 && parts[0] === VERSION ? parts[1] : undefined;
 }
 
 /** @param base64Keys 32-byte keys, base64; the first seals, all open. */
@@ -63,9 +73,10 @@ export function createSealer(base64Keys: readonly string[]): Sealer {
         return undefined;
       }
     },
-    kidOf(sealed) {
-      const parts = sealed.split('.');
-      return parts.length === 4 && parts[0] === VERSION ? parts[1] : undefined;
+    kidOf,
+    sealedElsewhere(sealed) {
+      const kid = kidOf(sealed);
+      return kid !== undefined && !byKid.has(kid);
     },
   };
 }

@@ -221,14 +221,16 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   });
 
   /**
-   * A session whose grant is gone (or that no longer opens) should not keep its cookie.
-   * `sentCookie`: the browser sent one (read before forwarding: the forwarded headers no longer
-   * carry the gateway's cookies). A session that something else ended (isSessionGone) keeps it:
-   * the browser may have signed in again meanwhile, and this late answer's clearing Set-Cookie
-   * would delete the new session's cookie, which has the same name.
+   * A session whose grant is gone (or whose tokens no longer open) should not keep its cookie.
+   * Only a session this process read (`read`: its cookie verified, its record opened): a cookie
+   * or record it cannot read may be another instance's, signed or sealed with a key a newer
+   * config added (a key roll under way), and clearing it signed the user out for good. A session
+   * that something else ended (isSessionGone) keeps it too: the browser may have signed in again
+   * meanwhile, and this late answer's clearing Set-Cookie would delete the new session's cookie,
+   * which has the same name.
    */
-  function forgetCookieIfSignedOut(res: ServerResponse, err: unknown, sentCookie: boolean): void {
-    if (sentCookie && err instanceof GatewayError && err.code === 'login_required' && !isSessionGone(err) && !res.headersSent) clearSessionCookie(res, config);
+  function forgetCookieIfSignedOut(res: ServerResponse, err: unknown, read: boolean): void {
+    if (read && err instanceof GatewayError && err.code === 'login_required' && !isSessionGone(err) && !res.headersSent) clearSessionCookie(res, config);
   }
 
   async function attachCredential(req: IncomingMessage, res: ServerResponse, route: CompiledRoute) {
@@ -240,7 +242,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     try {
       return await resolveCredential(route, session);
     } catch (err) {
-      forgetCookieIfSignedOut(res, err, req.headers.cookie?.includes(sessionCookie) === true);
+      forgetCookieIfSignedOut(res, err, session?.auth !== undefined);
       throw err;
     }
   }

@@ -51,15 +51,16 @@ export interface ProviderLogoutDeps {
 
 export function createProviderLogouts({ redis, keys, records, end, endedWithRevocation }: ProviderLogoutDeps): ProviderLogouts {
   /**
-   * Whether the record of `d` names another user than `user`, or does not read (it signs no one
-   * in). A member with no record yet is a sign-in between its index entry and its save, whose
-   * user is not known: not another's, so that it is ended (its note makes it end itself once
-   * saved), as providers send sid and sub together (oidc-provider, Keycloak).
+   * Whether the record of `d` names another user than `user`. One whose user is not known here
+   * is not another's, so that the provider's logout ends it: a sign-in between its index entry
+   * and its save (its note makes it end itself once saved; providers send sid and sub
+   * together: oidc-provider, Keycloak), or a record that does not read here (sealed with a key
+   * this process lacks, a key roll under way; or tampered), which a logout that skipped it left
+   * alive on the instances that can read it.
    */
   async function ofAnotherUser(d: string, user: string): Promise<boolean> {
     const stored = await records.peek(d);
-    if (stored) return userOf(stored) !== user;
-    return (await records.exist([d]))[0] === true;
+    return stored !== undefined && userOf(stored) !== user;
   }
 
   async function endAll(digests: Iterable<string>, user: string | undefined): Promise<EndedSession[]> {

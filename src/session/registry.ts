@@ -174,6 +174,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
         // The record's own user too: an entry copied into this index from another user's (no
         // key needed) listed that session here, and DELETE /auth/sessions/{id} ended it.
         if (!stored?.auth || userOf(stored) !== user || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
+          // A record that is there but does not read here is kept: sealed with a key this
+          // process lacks (a key roll under way), it is another instance's live session, and
+          // pruning its entry hid it from the list and from a back-channel logout by sub.
+          if (!stored && (await records.exist([entry.digest]))[0] === true) continue;
           // Only a saved-form entry goes (see prune): a pending one is a sign-in still saving.
           await prune(redis, userKey, entry);
           continue;

@@ -9,6 +9,8 @@ export interface TokenVault {
   seal(sessionDigest: string, tokens: TokenSet): string;
   /** undefined when the value does not open (unknown key, tampering) or is not a token set. */
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
+  /** Whether `sealed` names a key this process lacks (Sealer.sealedElsewhere). */
+  sealedElsewhere(sealed: string): boolean;
   /** Drops what this process remembers of a session's opened tokens (it ended). */
   forget(sessionDigest: string): void;
   /**
@@ -40,6 +42,7 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
       }
       return tokens;
     },
+    sealedElsewhere: (sealed) => sealer.sealedElsewhere(sealed),
     forget: (d) => void opened.delete(d),
     openEnded(d, sealed) {
       opened.delete(d);
