@@ -22,6 +22,7 @@ import { createProxyRoutes } from './http/proxy-routes.js';
 import { createRequestTracing } from './http/request-tracing.js';
 import { securityHeaders } from './http/security-headers.js';
 import { createSessionMiddleware, createSessionReader } from './http/session-cookie.js';
+import { asksUpgrade } from './http/server-options.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
@@ -189,8 +190,10 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
     }
     // A request that asked to upgrade to something else (h2c) is served as HTTP/1.1
     // (http/server-options.ts), but Node's parser stops at its end: a request pipelined behind
-    // it would never be read nor answered. Its connection closes instead.
-    if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
+    // it would never be read nor answered. Its connection closes instead. Only then: with
+    // Upgrade alone the parser reads on, and a request pipelined behind was forwarded with the
+    // session's token, its answer dropped with the connection.
+    if (asksUpgrade(req)) res.shouldKeepAlive = false;
     if (!proxy.handle(req, res)) app(req, res);
   };
   return Object.assign(handleRequest, { handleUpgrade: proxy.upgrade, express: app, drain: () => events.close() });

@@ -38,5 +38,13 @@ export function createGatewayServer(app?: RequestListener): http.Server {
   return server;
 }
 
+/**
+ * Whether Node's parser (llhttp) takes the request for an upgrade and stops reading the
+ * connection after it: an Upgrade header and a Connection naming `upgrade`. With Upgrade alone
+ * it reads on, and serves what is pipelined behind it.
+ */
+export const asksUpgrade = (req: IncomingMessage): boolean =>
+  req.headers.upgrade !== undefined && /(?:^|,)[ \t]*upgrade[ \t]*(?:,|$)/i.test(req.headers.connection ?? '');
+
 /** `Upgrade: websocket`, in any case: the one upgrade the gateway serves. */
 export const asksForWebSocket = (req: IncomingMessage): boolean => req.headers.upgrade?.toLowerCase() === 'websocket';

@@ -85,10 +85,17 @@ export function passThrough(
   // same site), which rendered it as a document of the gateway's origin with none of its
   // headers, past the CSRF check: an upstream's HTML ran as the app.
   answer.push('Vary', csrfHeader);
+  // RFC 9110 §8.6: never a Content-Length on a 204 (Node writes what it is given). A front proxy
+  // that framed the answer by it read the next answer's bytes as this one's body.
+  if (status === 204) dropContentLength(answer);
   // The status without the upstream's reason phrase: Node's client parser takes any byte but CR
   // and LF in it, writeHead refuses control characters (an uncaught throw: the process went).
   res.writeHead(status, answer);
   proxyRes.pipe(res);
+}
+
+function dropContentLength(raw: string[]): void {
+  for (let i = raw.length - 2; i >= 0; i -= 2) if ((raw[i] as string).toLowerCase() === 'content-length') raw.splice(i, 2);
 }
 
 /**
