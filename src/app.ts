@@ -47,7 +47,7 @@ export interface AppOptions {
   /** Where GET /metrics on the main port reads from (a cluster worker asks its primary). */
   metricsSource?: MetricsSource;
   /** GET /auth/events timing and bounds (http/events-route.ts defaults: heartbeat 15 s, notice 300 s, retry 3 s, 8 per session, 10,000 open). */
-  eventStream?: { heartbeatMs?: number; endingNoticeSeconds?: number; retryMs?: number; maxPerSession?: number; maxOpen?: number };
+  eventStream?: { heartbeatMs?: number; endingNoticeSeconds?: number; retryMs?: number; maxPerSession?: number; maxPerUser?: number; maxOpen?: number };
 }
 
 export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayApp {

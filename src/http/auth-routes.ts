@@ -15,7 +15,7 @@ import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import { createLoginCapacity } from './login-capacity.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
-import { visibleClaims, type AuthData } from '../session/data.js';
+import { sessionEndsAt, visibleClaims, type AuthData } from '../session/data.js';
 import { userDigest, type EndedSession, type SessionRegistry } from '../session/registry.js';
 import type { Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
@@ -191,6 +191,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     revokeOtherUsers(await withStore(() => registry.replaceAll(replaced, signedInAs)));
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
+    const createdAt = clock();
     const auth: AuthData = {
       handle: randomBytes(16).toString('base64url'),
       sub: claims.sub,
@@ -198,7 +199,8 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
       ...(typeof claims.sid === 'string' ? { sid: claims.sid } : {}),
       claims: visibleClaims(claims),
       scopes: signIn.scopes,
-      createdAt: clock(),
+      createdAt,
+      endsAt: createdAt + config.session.absoluteTimeoutSeconds * 1000,
       ...signIn.authentication,
       ...(req.headers['user-agent'] ? { userAgent: truncate(req.headers['user-agent'], 256) } : {}),
     };
@@ -239,7 +241,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
   function user(req: Request, res: Response): void {
     const auth = requireSignedIn(req);
-    const absoluteEnd = auth.createdAt + config.session.absoluteTimeoutSeconds * 1000;
+    const absoluteEnd = sessionEndsAt(auth, config.session.absoluteTimeoutSeconds);
     const idleEnd = clock() + config.session.idleTimeoutSeconds * 1000;
     const sealed = req.session.tokens?.sealed;
     const tokens = sealed ? vault.open(digest(req.sessionID), sealed) : undefined;

@@ -17,8 +17,10 @@
  * countdown is sent again on connect.
  *
  * Bounds: one cookie could otherwise open thousands of streams, each a socket and a hold on one
- * process. A session may hold `maxPerSession` streams here (a user with many tabs), the process
- * `maxOpen`; past either the stream is refused with 429 rate_limited and Retry-After, not the
+ * process. A session may hold `maxPerSession` streams here (a user with many tabs), a user
+ * `maxPerUser` over all their sessions (a user may hold any number of sessions: signed in again
+ * and again, one account filled the process's cap), the process `maxOpen`; past any the stream
+ * is refused with 429 rate_limited and Retry-After, not the
  * oldest closed (closing the oldest would make two sets of tabs take turns forever, each
  * reconnect evicting another). One heartbeat timer serves every open stream.
  */
@@ -30,6 +32,8 @@ import type { Metrics } from '../observability/metrics.js';
 import type { LoadedSession } from '../proxy/bearer.js';
 import type { SessionEvent, SessionEvents } from '../session/events.js';
 import type { HeldSessions } from '../session/held.js';
+import { sessionEndsAt } from '../session/data.js';
+import { userDigest } from '../session/user-index.js';
 
 export interface EventsRouteDeps {
   config: Config;
@@ -46,6 +50,8 @@ export interface EventsRouteDeps {
   retryMs?: number;
   /** Streams one session may hold open on this process; past it, 429 (default 8). */
   maxPerSession?: number;
+  /** Streams one user may hold open on this process, over all their sessions; past it, 429 (default 32). */
+  maxPerUser?: number;
   /** Streams this process holds open in all; past it, 429 (default 10,000). */
   maxOpen?: number;
 }
@@ -71,36 +77,45 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
   const { config, metrics } = deps;
   const heartbeatMs = deps.heartbeatMs ?? 15_000;
   const noticeMs = (deps.endingNoticeSeconds ?? 300) * 1000;
-  const absoluteMs = config.session.absoluteTimeoutSeconds * 1000;
+  const { absoluteTimeoutSeconds } = config.session;
   const maxPerSession = deps.maxPerSession ?? 8;
+  const maxPerUser = deps.maxPerUser ?? 32;
   const maxOpen = deps.maxOpen ?? 10_000;
   const open = new Set<Response>();
-  const perSession = new Map<string, number>();
+  /** Open streams by session digest and by user (`u ` + userDigest). */
+  const counts = new Map<string, number>();
+  const add = (key: string, n: number) => {
+    const left = (counts.get(key) ?? 0) + n;
+    if (left > 0) counts.set(key, left);
+    else counts.delete(key);
+  };
   const router = Router();
 
   // One timer for every stream, running only while some are open.
   let heartbeat: NodeJS.Timeout | undefined;
-  function track(res: Response, digest: string): void {
+  function track(res: Response, digest: string, user: string): void {
     open.add(res);
-    perSession.set(digest, (perSession.get(digest) ?? 0) + 1);
+    add(digest, 1);
+    add(user, 1);
     heartbeat ??= setInterval(() => {
       // An ended stream stays here until its connection closes: never write after its end.
       for (const r of open) if (!r.writableEnded) r.write(': heartbeat\n\n');
     }, heartbeatMs);
   }
-  function untrack(res: Response, digest: string): void {
+  function untrack(res: Response, digest: string, user: string): void {
     open.delete(res);
-    const left = (perSession.get(digest) ?? 1) - 1;
-    if (left > 0) perSession.set(digest, left);
-    else perSession.delete(digest);
+    add(digest, -1);
+    add(user, -1);
     if (open.size === 0) {
       clearInterval(heartbeat);
       heartbeat = undefined;
     }
   }
-  function refuseIfFull(digest: string): void {
-    const tooMany = (perSession.get(digest) ?? 0) >= maxPerSession
+  function refuseIfFull(digest: string, user: string): void {
+    const tooMany = (counts.get(digest) ?? 0) >= maxPerSession
       ? 'This session has too many event streams open.'
+      : (counts.get(user) ?? 0) >= maxPerUser
+        ? 'This user has too many event streams open.'
       : open.size >= maxOpen
         ? 'This gateway holds too many event streams.'
         : undefined;
@@ -132,8 +147,9 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     // tracked from here would ever be released (a hold, the gauge, a place under the caps).
     if (req.socket.destroyed) return;
     const { digest } = session;
-    const createdAt = session.auth.createdAt;
-    refuseIfFull(digest);
+    const { auth } = session;
+    const user = `u ${userDigest(auth.iss, auth.sub)}`;
+    refuseIfFull(digest, user);
 
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
@@ -150,16 +166,16 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
       res.write(`id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
     };
 
-    track(res, digest);
+    track(res, digest, user);
     metrics.openEventStreams.inc();
-    const endsAt = createdAt + absoluteMs;
+    const endsAt = sessionEndsAt(auth, absoluteTimeoutSeconds);
     const notice = () => send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
     const untilNotice = endsAt - noticeMs - deps.clock();
     let noticeTimer: NodeJS.Timeout | undefined;
     if (untilNotice <= 0) notice();
     else noticeTimer = setTimeout(notice, Math.min(untilNotice, 2 ** 31 - 1));
 
-    const release = deps.held.hold(digest, createdAt, ({ reason, endedAt }) => {
+    const release = deps.held.hold(digest, auth, ({ reason, endedAt }) => {
       send('signed-out', { reason });
       res.end();
       metrics.sessionEndToClose.observe({ stream: 'event_stream' }, Math.max(0, deps.clock() - endedAt) / 1000);
@@ -173,7 +189,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
       clearTimeout(noticeTimer);
       release();
       unsubscribe();
-      untrack(res, digest);
+      untrack(res, digest, user);
       metrics.openEventStreams.dec();
     });
   });

@@ -141,7 +141,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
         route.path,
         createLongLivedAnswers((res) => {
           const owner = (res.req as Owned)[OWNER];
-          if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, createdAt: owner.auth?.createdAt, verify }, res, route.path);
+          if (owner !== undefined) trackStream(streamDeps, { digest: owner.digest, auth: owner.auth, verify }, res, route.path);
         }),
       ];
     }),
@@ -171,7 +171,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
                 onLongLived(req: Owned, res: ServerResponse, kind: 'event-stream' | 'open-ended') {
                   const owner = req[OWNER];
                   if (owner === undefined) return undefined;
-                  const refused = kind === 'event-stream' ? streamLimit.admit(owner.digest, res) : undefined;
+                  const refused = kind === 'event-stream' ? streamLimit.admit(owner, res) : undefined;
                   if (refused === undefined) (longLived.get(route.path) as LongLivedAnswers).started(res, kind);
                   return refused;
                 },

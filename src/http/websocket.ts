@@ -100,13 +100,13 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   function admit(session: LoadedSession | undefined, route: CompiledRoute, socket: Socket): GatewayError | undefined {
     // Counted until the socket closes, which a refused upgrade's does at once.
     if (!perRoute.admit(route.path, socket, route.maxConnections)) return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.' });
-    return session?.tokens ? deps.streamLimit.admit(session.digest, socket) : undefined;
+    return session?.tokens ? deps.streamLimit.admit(session, socket) : undefined;
   }
 
   function track(session: LoadedSession, socket: Socket, route: string): void {
     open.add(socket);
     metrics.openWebSockets.inc({ route });
-    const release = deps.held.hold(session.digest, session.auth?.createdAt, ({ reason, endedAt }) => {
+    const release = deps.held.hold(session.digest, session.auth, ({ reason, endedAt }) => {
       socket.destroy();
       metrics.sessionEndToClose.observe({ stream: 'websocket' }, Math.max(0, deps.clock() - endedAt) / 1000);
       logger.info({ event: 'websocket_closed', reason: 'session_ended', why: reason, route }, 'closed a WebSocket of an ended session');

@@ -16,9 +16,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Metrics } from '../observability/metrics.js';
-import type { HeldSessions } from '../session/held.js';
+import type { HeldSessions, SignedInAt } from '../session/held.js';
 import { GatewayError } from '../errors.js';
 import { createDeadlines } from './deadlines.js';
+import { userDigest } from '../session/user-index.js';
 
 const LONG_DOWNLOAD_BYTES = 1024 * 1024;
 /** How long an open-ended answer runs before it is held with its session. */
@@ -44,7 +45,8 @@ export function longLivedKind(proxyRes: Pick<IncomingMessage, 'headers' | 'statu
 /** The session a proxied call ran for, noted on the request for its response head. */
 export interface StreamOwner {
   digest: string;
-  createdAt: number | undefined;
+  /** Its sign-in, for the absolute timeout (held.ts). */
+  auth: SignedInAt | undefined;
   /**
    * The answer's head may come later than a session's end is remembered (a route whose
    * `timeoutSeconds` nears or passes events.RECENT_END_MS: a long poll): the session is checked as the
@@ -66,7 +68,7 @@ export function trackStream(deps: StreamTrackerDeps, owner: StreamOwner, res: Se
   deps.metrics.openProxiedStreams.inc({ route });
   const release = deps.held.hold(
     owner.digest,
-    owner.createdAt,
+    owner.auth,
     ({ endedAt }) => {
       // No clean end: a cut is the only honest signal that the rest will not come.
       res.destroy();
@@ -119,15 +121,26 @@ export function createLongLivedAnswers(hold: (res: ServerResponse) => void, hold
  * ran the process out of file descriptors.
  */
 export const MAX_STREAMS_PER_SESSION = 32;
+/**
+ * The same, for one user over all their sessions: a user may hold any number of sessions (signed
+ * in again and again), and 16 of one account's took a route's every WebSocket (512).
+ */
+export const MAX_STREAMS_PER_USER = 4 * MAX_STREAMS_PER_SESSION;
 
 /** What is counted while it is open: an answer being streamed, or an upgraded socket. */
 export interface Closable {
   once(event: 'close', listener: () => void): unknown;
 }
 
+/** Whose a stream is: its session, and the user it signs in (none for a session without one). */
+export interface StreamHolder {
+  digest: string;
+  auth?: { iss: string; sub: string } | undefined;
+}
+
 export interface StreamLimit {
-  /** Counts `stream` as one of `session`'s until it closes; 429 when it holds `max` already. */
-  admit(session: string, stream: Closable): GatewayError | undefined;
+  /** Counts `stream` as its session's and its user's until it closes; 429 when either holds its max already. */
+  admit(holder: StreamHolder, stream: Closable): GatewayError | undefined;
 }
 
 /** What is open per key (a session, a route), each counted until it closes. */
@@ -153,10 +166,17 @@ export function createOpenCount(): OpenCount {
   };
 }
 
-export function createStreamLimit(max = MAX_STREAMS_PER_SESSION): StreamLimit {
-  const open = createOpenCount();
+export function createStreamLimit(max = MAX_STREAMS_PER_SESSION, maxPerUser = MAX_STREAMS_PER_USER): StreamLimit {
+  const perSession = createOpenCount();
+  const perUser = createOpenCount();
   return {
-    admit: (session, stream) =>
-      open.admit(session, stream, max) ? undefined : new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' }),
+    admit({ digest, auth }, stream) {
+      if (!perSession.admit(digest, stream, max)) return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' });
+      // A refused stream closes: what the session counted for it goes with it.
+      if (auth !== undefined && !perUser.admit(userDigest(auth.iss, auth.sub), stream, maxPerUser)) {
+        return new GatewayError('rate_limited', { description: 'Too many open streams for this user; close one and try again.' });
+      }
+      return undefined;
+    },
   };
 }

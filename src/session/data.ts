@@ -11,11 +11,27 @@ export interface AuthData {
   scopes: string[];
   /** Epoch milliseconds of sign-in (the absolute timeout counts from here). */
   createdAt: number;
+  /**
+   * Epoch milliseconds the session ends at, as `session.absoluteTimeoutSeconds` stood at sign-in
+   * (sessionEndsAt); absent in records before 0.6.6.
+   */
+  endsAt?: number;
   userAgent?: string;
   /** The ID token's `acr` at sign-in (RFC 9470 step-up is judged on it); absent in 0.4.0 records. */
   acr?: string;
   /** The ID token's `auth_time`, epoch seconds; absent in 0.4.0 records. */
   authTime?: number;
+}
+
+/**
+ * When a session is over: its sign-in's own end, or sooner if the absolute timeout was shortened
+ * since. Never later: a timeout lengthened since sign-in does not stretch the session past the
+ * cookie's lifetime and its index entries (written for the old one), where a copied cookie
+ * lived on, missing from the sessions list and untouched by a back-channel logout.
+ */
+export function sessionEndsAt(auth: Pick<AuthData, 'createdAt' | 'endsAt'>, absoluteTimeoutSeconds: number): number {
+  const configured = auth.createdAt + absoluteTimeoutSeconds * 1000;
+  return auth.endsAt !== undefined && auth.endsAt < configured ? auth.endsAt : configured;
 }
 
 /** Sealed token set plus its version, as stored. `sealed` is '' once the tokens are dropped. */

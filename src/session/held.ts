@@ -20,6 +20,7 @@
  *
  * A Redis error never ends anything: the check is tried again later.
  */
+import { sessionEndsAt, type AuthData } from './data.js';
 import type { EndReason, SessionEvents } from './events.js';
 
 export interface HeldEnd {
@@ -33,12 +34,12 @@ export type OnEnd = (end: HeldEnd) => void;
 export interface HeldSessions {
   /**
    * Holds `sessionDigest` open until `release()`; `onEnd` runs once if the session ends first
-   * (then the hold is released). `createdAt` (ms) is the session's sign-in time, for the
-   * absolute timeout. With `verify`, the session was read longer ago than its end would be
+   * (then the hold is released). `auth` is the session's sign-in (its createdAt and endsAt),
+   * for the absolute timeout. With `verify`, the session was read longer ago than its end would be
    * remembered (events.recentEnd: a minute): its existence is checked now (one PTTL), not at
    * its idle deadline (half an hour by default).
    */
-  hold(sessionDigest: string, createdAt: number | undefined, onEnd: OnEnd, verify?: boolean): () => void;
+  hold(sessionDigest: string, auth: SignedInAt | undefined, onEnd: OnEnd, verify?: boolean): () => void;
   /** The session digests held now. */
   digests(): string[];
   /** Checks every session held, once, in batches; ends the ones that are gone. */
@@ -68,9 +69,13 @@ const EXPIRY_MARGIN_MS = 250;
 /** The first retry of a failed recheck after the bus came back. */
 const RECHECK_FIRST_RETRY_MS = 250;
 
+/** What the absolute timeout is judged on (sessionEndsAt). */
+export type SignedInAt = Pick<AuthData, 'createdAt' | 'endsAt'>;
+
 interface Entry {
   holders: Set<OnEnd>;
-  createdAt: number | undefined;
+  /** Epoch ms of the session's absolute end; undefined for one that signs no one in. */
+  endsAt: number | undefined;
   idleTimer?: NodeJS.Timeout;
   absoluteTimer?: NodeJS.Timeout;
   unsubscribe: () => void;
@@ -137,8 +142,8 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
   }
 
   function armAbsolute(sessionDigest: string, entry: Entry): void {
-    if (entry.createdAt === undefined) return;
-    const endsAt = entry.createdAt + options.absoluteTimeoutSeconds * 1000;
+    const { endsAt } = entry;
+    if (endsAt === undefined) return;
     const delay = endsAt - clock();
     entry.absoluteTimer = setTimeout(() => {
       if (clock() < endsAt) armAbsolute(sessionDigest, entry);
@@ -179,12 +184,12 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
   }
 
   return {
-    hold(sessionDigest, createdAt, onEnd, verify = false) {
+    hold(sessionDigest, auth, onEnd, verify = false) {
       let entry = entries.get(sessionDigest);
       if (!entry) {
         const created: Entry = {
           holders: new Set(),
-          createdAt,
+          endsAt: auth && sessionEndsAt(auth, options.absoluteTimeoutSeconds),
           failedChecks: 0,
           unsubscribe: events.subscribe(sessionDigest, (event, delivery) => {
             if (event.type === 'signed-out') end(sessionDigest, created, event.reason, delivery.publishedAt);

@@ -89,6 +89,7 @@ export function parseAuth(json: string): AuthData | undefined {
     isStringArray(a.scopes) &&
     typeof a.createdAt === 'number' &&
     Number.isFinite(a.createdAt) &&
+    (a.endsAt === undefined || (typeof a.endsAt === 'number' && Number.isFinite(a.endsAt))) &&
     (a.userAgent === undefined || typeof a.userAgent === 'string') &&
     // Optional: records written before step-up (0.4.0) have neither and still read.
     (a.acr === undefined || typeof a.acr === 'string') &&

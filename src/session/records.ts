@@ -18,7 +18,7 @@ import type { Sealer } from '../crypto/seal.js';
 import { createWriteCoalescer, existsMany, type RedisClient } from '../redis/client.js';
 import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Keys } from '../redis/keys.js';
-import type { AuthData, SealedTokens } from './data.js';
+import { sessionEndsAt, type AuthData, type SealedTokens } from './data.js';
 import { createRecordCodec, type StoredSession } from './record-codec.js';
 
 export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession } from './record-codec.js';
@@ -161,8 +161,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   const holdWrites = createWriteCoalescer(redis);
   const timed = createTimed(options.observe);
 
-  const outlivedAbsolute = (s: StoredSession) =>
-    s.auth !== undefined && s.auth.createdAt + absoluteTimeoutSeconds * 1000 <= clock();
+  const outlivedAbsolute = (s: StoredSession) => s.auth !== undefined && sessionEndsAt(s.auth, absoluteTimeoutSeconds) <= clock();
 
   async function finish(digest: string, text: string | null): Promise<StoredSession | undefined> {
     if (text === null) return undefined;
@@ -182,7 +181,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   // The stored bytes are the cache's proof: a view is reused only while Redis returns the very
   // same value. The reply is read as a Buffer (a view on the socket's read, no string made) and
   // compared byte for byte; only a new value is decoded and parsed.
-  const views = new Map<string, { raw: Buffer; view: SessionView; createdAt: number | undefined }>();
+  const views = new Map<string, { raw: Buffer; view: SessionView; endsAt: number | undefined }>();
   const viewCacheSize = options.viewCacheSize ?? 10_000;
   // Synchronous when the stored bytes are the ones last seen (every steady-state call): no
   // promise and no extra turn of the microtask queue for the common case.
@@ -193,7 +192,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     }
     const known = views.get(digest);
     if (known !== undefined && known.raw.equals(raw)) {
-      if (known.createdAt === undefined || known.createdAt + absoluteTimeoutSeconds * 1000 > clock()) return known.view;
+      if (known.endsAt === undefined || known.endsAt > clock()) return known.view;
     }
     views.delete(digest);
     return decodeView(digest, raw);
@@ -204,12 +203,12 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     if (!stored) return remember(digest, raw, UNREADABLE_VIEW, undefined);
     const session = await live(digest, stored);
     if (!session) return undefined;
-    return remember(digest, raw, freezeView(session), session.auth?.createdAt);
+    return remember(digest, raw, freezeView(session), session.auth && sessionEndsAt(session.auth, absoluteTimeoutSeconds));
   }
-  function remember(digest: string, raw: Buffer, view: SessionView, createdAt: number | undefined): SessionView {
+  function remember(digest: string, raw: Buffer, view: SessionView, endsAt: number | undefined): SessionView {
     if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);
     // A copy: the reply may be a slice of a much larger socket read, which it would keep alive.
-    views.set(digest, { raw: Buffer.from(raw), view, createdAt });
+    views.set(digest, { raw: Buffer.from(raw), view, endsAt });
     return view;
   }
 

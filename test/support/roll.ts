@@ -35,8 +35,14 @@ export async function startRoll(configs: Record<Instance, (upstreamUrl: string) 
   const provider = await startTestProvider({ users: USERS, clients: [gatewayClient(front.url)] });
   const keyPrefix = `roll${randomBytes(4).toString('hex')}:`;
   const clock = createTestClock();
+  // One key and one secret for both, unless a config names its own (buildTestConfig makes new ones per config).
+  const keys = { secrets: [randomBytes(32).toString('base64url')], encryptionKeys: [randomBytes(32).toString('base64')] };
   const start = (input: RollInput) =>
-    startTestGateway(buildTestConfig({ ...input, issuer: provider.issuer, publicUrl: front.url, keyPrefix, redisUrl: redisUrlForTests() }), undefined, { clock });
+    startTestGateway(
+      buildTestConfig({ ...input, session: { ...keys, ...input.session }, issuer: provider.issuer, publicUrl: front.url, keyPrefix, redisUrl: redisUrlForTests() }),
+      undefined,
+      { clock },
+    );
   const gw = { old: await start(configs.old(upstream.url)), new: await start(configs.new(upstream.url)) };
   let current: Instance = 'old';
   front.server.on('request', (req, res) => gw[current].app(req, res));

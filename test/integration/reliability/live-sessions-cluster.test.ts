@@ -56,7 +56,7 @@ describe('live sessions on Redis Cluster', () => {
     const digests = live.map((s) => digest(sessionIdFromCookie(s.cookieValue)));
     const gone = ['g'.repeat(32), 'h'.repeat(32), 'i'.repeat(32)];
     const ended: string[] = [];
-    const releases = [...digests, ...gone].map((d) => stack.gateway.runtime.held.hold(d, Date.now(), () => ended.push(d)));
+    const releases = [...digests, ...gone].map((d) => stack.gateway.runtime.held.hold(d, { createdAt: Date.now() }, () => ended.push(d)));
     await stack.gateway.runtime.held.recheck();
     expect(ended.sort()).toEqual([...gone].sort());
     for (const release of releases) release();

@@ -74,7 +74,7 @@ describe('held sessions', () => {
   it('reads nothing while no deadline is due, however many holds there are', async () => {
     const { fake, held } = setup();
     fake.ttl.set(D1, IDLE_S * 1000);
-    for (let i = 0; i < 1000; i++) held.hold(D1, Date.now(), () => undefined);
+    for (let i = 0; i < 1000; i++) held.hold(D1, { createdAt: Date.now() }, () => undefined);
     jest.advanceTimersByTime(IDLE_S * 1000 - 1);
     await flush();
     expect(fake.reads).toEqual([]);
@@ -83,7 +83,7 @@ describe('held sessions', () => {
   it('at the idle deadline reads the one session once, and moves the deadline when activity elsewhere slid it', async () => {
     const { fake, held } = setup();
     const ended: HeldEnd[] = [];
-    held.hold(D1, Date.now(), (e) => ended.push(e));
+    held.hold(D1, { createdAt: Date.now() }, (e) => ended.push(e));
     fake.ttl.set(D1, 30_000); // another instance served a call: 30 s left
     await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
     expect(fake.reads).toEqual([D1]);
@@ -98,7 +98,7 @@ describe('held sessions', () => {
   it('counts a tokens-refreshed event from any instance as activity: the idle deadline moves without a read', async () => {
     const { fake, held, events } = setup();
     fake.ttl.set(D1, IDLE_S * 1000);
-    held.hold(D1, Date.now(), () => undefined);
+    held.hold(D1, { createdAt: Date.now() }, () => undefined);
     await jest.advanceTimersByTimeAsync(IDLE_S * 1000 - 5_000);
     events.publish(D1, { type: 'tokens-refreshed' });
     await jest.advanceTimersByTimeAsync(10_000);
@@ -110,9 +110,9 @@ describe('held sessions', () => {
   it('tells every holder of a session once when the bus says it ended, and only that session', async () => {
     const { events, held } = setup();
     const ends: string[] = [];
-    held.hold(D1, Date.now(), (e) => ends.push(`1a:${e.reason}`));
-    held.hold(D1, Date.now(), (e) => ends.push(`1b:${e.reason}`));
-    held.hold(D2, Date.now(), (e) => ends.push(`2:${e.reason}`));
+    held.hold(D1, { createdAt: Date.now() }, (e) => ends.push(`1a:${e.reason}`));
+    held.hold(D1, { createdAt: Date.now() }, (e) => ends.push(`1b:${e.reason}`));
+    held.hold(D2, { createdAt: Date.now() }, (e) => ends.push(`2:${e.reason}`));
     events.publish(D1, { type: 'signed-out', reason: 'provider-logout' });
     events.publish(D1, { type: 'signed-out', reason: 'logout' });
     expect(ends).toEqual(['1a:provider-logout', '1b:provider-logout']);
@@ -124,7 +124,7 @@ describe('held sessions', () => {
     fake.ttl.set(D1, IDLE_S * 1000);
     const ended: HeldEnd[] = [];
     const createdAt = Date.now() - (ABSOLUTE_S - 10) * 1000;
-    held.hold(D1, createdAt, (e) => ended.push(e));
+    held.hold(D1, { createdAt }, (e) => ended.push(e));
     await jest.advanceTimersByTimeAsync(9_999);
     expect(ended).toEqual([]);
     await jest.advanceTimersByTimeAsync(2);
@@ -132,10 +132,22 @@ describe('held sessions', () => {
     expect(fake.reads).toEqual([]);
   });
 
+  // Fails if held.ts takes createdAt + the configured timeout again (`endsAt: auth &&
+  // auth.createdAt + options.absoluteTimeoutSeconds * 1000`).
+  it("ends a session at its sign-in's own end when the timeout was lengthened since", async () => {
+    const { fake, held } = setup();
+    fake.ttl.set(D1, IDLE_S * 1000);
+    const ended: HeldEnd[] = [];
+    const createdAt = Date.now();
+    held.hold(D1, { createdAt, endsAt: createdAt + 30_000 }, (e) => ended.push(e));
+    await jest.advanceTimersByTimeAsync(30_001);
+    expect(ended).toEqual([{ reason: 'expired', endedAt: createdAt + 30_000 }]);
+  });
+
   it('never ends a session because Redis failed; it looks again later', async () => {
     const { fake, held } = setup();
     const ended: HeldEnd[] = [];
-    held.hold(D1, Date.now(), (e) => ended.push(e));
+    held.hold(D1, { createdAt: Date.now() }, (e) => ended.push(e));
     fake.failing = true;
     await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
     await held.recheck();
@@ -150,7 +162,7 @@ describe('held sessions', () => {
   it('through an outage, backs off each idle check and reports the failure once, not per session and retry', async () => {
     const { fake, held } = setup();
     const ended: HeldEnd[] = [];
-    for (const d of [D1, D2]) held.hold(d, Date.now(), (e) => ended.push(e));
+    for (const d of [D1, D2]) held.hold(d, { createdAt: Date.now() }, (e) => ended.push(e));
     fake.failing = true;
     await jest.advanceTimersByTimeAsync(IDLE_S * 1000 + 300);
     const reads = () => fake.reads.length;
@@ -176,8 +188,8 @@ describe('held sessions', () => {
     const { fake, held } = setup();
     const ended: string[] = [];
     fake.ttl.set(D2, 1000);
-    held.hold(D1, Date.now(), () => ended.push('D1'));
-    held.hold(D2, Date.now(), () => ended.push('D2'));
+    held.hold(D1, { createdAt: Date.now() }, () => ended.push('D1'));
+    held.hold(D2, { createdAt: Date.now() }, () => ended.push('D2'));
     await held.recheck();
     expect(fake.existCalls).toEqual([[D1, D2]]);
     expect(ended).toEqual(['D1']);
@@ -189,8 +201,8 @@ describe('held sessions', () => {
     const { fake, held } = setup();
     const ended: string[] = [];
     fake.ttl.set(D2, 60_000);
-    held.hold(D1, Date.now(), () => ended.push('D1'));
-    held.hold(D2, Date.now(), () => ended.push('D2'));
+    held.hold(D1, { createdAt: Date.now() }, () => ended.push('D1'));
+    held.hold(D2, { createdAt: Date.now() }, () => ended.push('D2'));
     fake.failing = true;
     await held.recheck();
     expect(ended).toEqual([]);
@@ -207,7 +219,7 @@ describe('held sessions', () => {
   it('reports the next outage too when a re-check, not an idle check, saw Redis recover', async () => {
     const { fake, held } = setup();
     fake.ttl.set(D1, 60_000);
-    held.hold(D1, Date.now(), () => undefined);
+    held.hold(D1, { createdAt: Date.now() }, () => undefined);
     fake.failing = true;
     await held.recheck();
     expect(fake.reported).toBe(1);
@@ -222,7 +234,7 @@ describe('held sessions', () => {
     const { events, held } = setup();
     events.publish(D2, { type: 'signed-out', reason: 'revoked' });
     const ended: string[] = [];
-    held.hold(D2, Date.now(), (e) => ended.push(e.reason));
+    held.hold(D2, { createdAt: Date.now() }, (e) => ended.push(e.reason));
     expect(ended).toEqual([]); // not inside hold(): the caller finishes setting up first
     await jest.advanceTimersByTimeAsync(0);
     expect(ended).toEqual(['revoked']);
@@ -232,7 +244,7 @@ describe('held sessions', () => {
   it('releases a session once its last holder lets go: no timer, no subscription left', async () => {
     const { fake, held, events } = setup();
     const ended: string[] = [];
-    const release = held.hold(D1, Date.now(), () => ended.push('x'));
+    const release = held.hold(D1, { createdAt: Date.now() }, () => ended.push('x'));
     release();
     release();
     expect(held.digests()).toEqual([]);
