@@ -28,6 +28,23 @@ export const REVOCATION_WAIT_MS = 2000;
 export type RevokableTokens = GrantedTokens & Pick<TokenSet, 'resources' | 'exchanged'>;
 
 /**
+ * Revocations in flight at once, and waiting for a turn. A back-channel logout ends every
+ * session of a user or provider session at once, and a user may hold any number: one logout
+ * token for 2,000 sessions opened 2,000 connections to the provider together. Past the queue,
+ * a revocation is dropped and logged (the session has ended all the same).
+ */
+export const MAX_REVOCATIONS_IN_FLIGHT = 16;
+export const MAX_REVOCATIONS_QUEUED = 10_000;
+
+export interface RevokerOptions {
+  waitMs?: number;
+  inFlight?: number;
+  queued?: number;
+  /** The revocation itself (flows.ts revokeTokens; replaced in unit tests). */
+  revokeTokens?: typeof revokeTokens;
+}
+
+/**
  * Best-effort revocation (RFC 7009) of a session that has already ended locally: a slow or
  * failing provider is logged, never allowed to keep the session alive, and never retried (the
  * session is gone, so nothing would remember to; the tokens expire on their own). Resolves once
@@ -43,19 +60,51 @@ export interface Revoker {
   track(work: Promise<void>): void;
 }
 
-export function createRevoker(provider: ProviderHandle, logger: Logger, waitMs = REVOCATION_WAIT_MS): Revoker {
+export function createRevoker(provider: ProviderHandle, logger: Logger, options: RevokerOptions = {}): Revoker {
+  const { waitMs = REVOCATION_WAIT_MS, inFlight = MAX_REVOCATIONS_IN_FLIGHT, queued = MAX_REVOCATIONS_QUEUED } = options;
+  const revokeWith = options.revokeTokens ?? revokeTokens;
   const failed = (err: unknown) => logger.warn({ event: 'revocation_failed', reason: describeProviderError(err) }, 'token revocation failed');
   const pending = new Set<Promise<void>>();
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  let dropping = false;
+
+  /** A turn to revoke: now, once one in flight ends, or undefined when the queue is full. */
+  function turn(): Promise<void> | undefined {
+    if (running < inFlight) {
+      running += 1;
+      return Promise.resolve();
+    }
+    if (waiting.length >= queued) return undefined;
+    return new Promise<void>((resolve) => waiting.push(resolve));
+  }
+  /** The turn passes to the first in the queue (still counted as running), or is given back. */
+  function passTurn(): void {
+    const next = waiting.shift();
+    if (next) next();
+    else running -= 1;
+    if (waiting.length === 0) dropping = false;
+  }
 
   function revoke(tokens: RevokableTokens | undefined): Promise<void> {
     if (!tokens || !provider.isReady()) return Promise.resolve();
+    const mine = turn();
+    if (mine === undefined) {
+      // Once per overflow: a burst past the queue is one line, not one per session.
+      if (!dropping) logger.warn({ event: 'revocation_dropped', queued: waiting.length }, 'too many revocations waiting; dropping the ones past the queue');
+      dropping = true;
+      return Promise.resolve();
+    }
     // revokeTokens is async: whatever fails in it rejects, and is logged, never thrown at the caller.
-    const done = revokeTokens(provider.get(), tokens, failed, extraAccessTokens(tokens)).then(() => undefined, failed);
-    track(done);
+    const finished = mine
+      .then(() => revokeWith(provider.get(), tokens, failed, extraAccessTokens(tokens)))
+      .then(() => undefined, failed)
+      .finally(passTurn);
+    track(finished);
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
       timer.unref();
-      void done.then(() => {
+      void finished.then(() => {
         clearTimeout(timer);
         resolve();
       });

@@ -1,0 +1,90 @@
+/**
+ * The revoker's bound on revocations in flight (src/oidc/revocation.ts): a back-channel logout
+ * ends every session of a user at once, and one logout token for 2,000 sessions opened 2,000
+ * connections to the provider together (found by red team). The revocation itself is replaced
+ * by one the test finishes by hand.
+ *
+ * Mutations that fail this file (checked by hand):
+ * - turn(): `if (running < inFlight)` made `if (true)`: the in-flight test.
+ * - turn(): `if (waiting.length >= queued) return undefined;` removed: the queue test.
+ * - passTurn(): `if (next) next();` made `if (next) { running -= 1; next(); }` (a turn handed on
+ *   and given back): the in-flight test (more than the bound run once the first ones end).
+ */
+import type { Logger } from '../../../src/observability/logger.js';
+import { createLogger } from '../../../src/observability/logger.js';
+import type { ProviderHandle, ProviderState } from '../../../src/oidc/client.js';
+import { createRevoker } from '../../../src/oidc/revocation.js';
+
+const provider: ProviderHandle = {
+  get: () => ({}) as ProviderState,
+  isReady: () => true,
+  ready: async () => ({}) as ProviderState,
+  close: () => undefined,
+};
+
+function setup(inFlight: number, queued: number) {
+  const lines: string[] = [];
+  const logger: Logger = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(line) } });
+  let running = 0;
+  let peak = 0;
+  let started = 0;
+  const finishers: (() => void)[] = [];
+  const revoke = createRevoker(provider, logger, {
+    inFlight,
+    queued,
+    waitMs: 10,
+    revokeTokens: () => {
+      running += 1;
+      started += 1;
+      peak = Math.max(peak, running);
+      return new Promise<number>((resolve) =>
+        finishers.push(() => {
+          running -= 1;
+          resolve(0);
+        }),
+      );
+    },
+  });
+  /** Finishes the revocations in flight, then lets the queue move on. */
+  const finishRunning = async () => {
+    for (const finish of finishers.splice(0)) finish();
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { revoke, lines, finishRunning, stats: () => ({ running, peak, started }) };
+}
+
+const tokens = (i: number) => ({ accessToken: `at-${i}`, refreshToken: `rt-${i}` });
+
+it('runs at most `inFlight` revocations at once, and every one of them in turn', async () => {
+  const { revoke, finishRunning, stats } = setup(4, 100);
+  const answered = Array.from({ length: 10 }, (_, i) => revoke(tokens(i)));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(stats()).toEqual({ running: 4, peak: 4, started: 4 });
+  expect(revoke.underWay()).toBe(10);
+  // Callers are not held past their wait while theirs waits its turn.
+  await Promise.all(answered);
+  // The first four end: their turns pass to four waiting; newcomers still wait.
+  await finishRunning();
+  for (let i = 10; i < 14; i++) void revoke(tokens(i));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(stats()).toEqual({ running: 4, peak: 4, started: 8 });
+  for (let round = 0; round < 4; round++) await finishRunning();
+  expect(stats()).toEqual({ running: 0, peak: 4, started: 14 });
+  await revoke.settle(1000);
+  expect(revoke.underWay()).toBe(0);
+});
+
+it('drops what is past the queue, said in one log line per overflow', async () => {
+  const { revoke, lines, finishRunning, stats } = setup(2, 3);
+  for (let i = 0; i < 10; i++) void revoke(tokens(i));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(revoke.underWay()).toBe(5);
+  expect(lines.filter((l) => l.includes('"revocation_dropped"'))).toHaveLength(1);
+  for (let round = 0; round < 3; round++) await finishRunning();
+  expect(stats().started).toBe(5);
+  // Drained: the next overflow is told again.
+  for (let i = 0; i < 10; i++) void revoke(tokens(i));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(lines.filter((l) => l.includes('"revocation_dropped"'))).toHaveLength(2);
+  expect(lines.join('\n')).not.toMatch(/at-\d|rt-\d/);
+});
