@@ -208,6 +208,7 @@ export const configSchema = z
       encryptionKeys: z.array(base64Key32).min(1),
       idleTimeoutSeconds: seconds(1800),
       absoluteTimeoutSeconds: seconds(43200),
+      maxPerUser: z.number().int().min(1).max(10_000).default(50),
     }),
     redis: z
       .strictObject({

@@ -122,6 +122,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     return new GatewayError('invalid_state');
   }
 
+  function trimFailed(err: unknown): undefined {
+    logger.warn({ event: 'login_trim_failed', reason: describeProviderError(err) }, "could not end the user's oldest sessions past session.maxPerUser");
+    return undefined;
+  }
+
   function successionFailed(err: unknown): undefined {
     logger.warn({ event: 'login_succession_failed', reason: describeProviderError(err) }, 'a concurrent sign-in of this browser may outlive it');
     return undefined;
@@ -234,6 +239,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // overwrites, end too. A failure there does not fail this sign-in.
     const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: signedInAs };
     revokeOtherUsers((await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? []);
+    // Past session.maxPerUser, the user's oldest sessions end: one account signed in thousands of
+    // times made every listing, logout by sub and revocation burst cost as much.
+    const trimmed = (await registry.trim(sessionDigest, auth, config.session.maxPerUser).catch(trimFailed)) ?? [];
+    for (const t of trimmed) if (t.revokes) void revoke(vault.openEnded(t.digest, t.stored.tokens.sealed));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));

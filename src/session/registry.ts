@@ -64,6 +64,18 @@ export interface SessionRegistry extends Succession, ProviderLogouts {
    */
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
+  /**
+   * Ends the oldest sessions of `auth`'s user past `max`, never `keep` (the sign-in just made),
+   * as `expired`. Each is returned with whether its tokens are to be revoked: not when it shares
+   * `auth`'s provider session (sid), whose grant the provider may share with the new session.
+   */
+  trim(keep: string, auth: AuthData, max: number): Promise<TrimmedSession[]>;
+}
+
+export interface TrimmedSession {
+  digest: string;
+  stored: StoredSession;
+  revokes: boolean;
 }
 
 export interface RegistryOptions {
@@ -143,6 +155,36 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     return REVOKING.has((await redis.get(keys.endedSession(sessionDigest))) as EndReason);
   }
 
+  async function list(iss: string, sub: string): Promise<ListedSession[]> {
+    const user = userDigest(iss, sub);
+    const userKey = keys.userSessions(user);
+    const listed: ListedSession[] = [];
+    for (const entry of await readIndex(redis, userKey)) {
+      const { handle } = entry;
+      const stored = await records.peek(entry.digest);
+      const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
+      // The record's own user too: an entry copied into this index from another user's (no
+      // key needed) listed that session here, and DELETE /auth/sessions/{id} ended it.
+      if (!stored?.auth || userOf(stored) !== user || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
+        // A record that is there but does not read here is kept: sealed with a key this
+        // process lacks (a key roll under way), it is another instance's live session, and
+        // pruning its entry hid it from the list and from a back-channel logout by sub.
+        if (!stored && (await records.exist([entry.digest]))[0] === true) continue;
+        // Only a saved-form entry goes (see prune): a pending one is a sign-in still saving.
+        await prune(redis, userKey, entry);
+        continue;
+      }
+      // A pending entry with its record (the second register failed) is a live session.
+      listed.push({
+        handle,
+        digest: entry.digest,
+        auth: stored.auth,
+        lastActiveAt: Math.min(clock(), clock() - (idleTimeoutSeconds * 1000 - remaining)),
+      });
+    }
+    return listed.sort((a, b) => a.auth.createdAt - b.auth.createdAt);
+  }
+
   return {
     ...createSuccession(redis, keys, end, async (d) => userOf(await records.peek(d))),
     ...createProviderLogouts({ redis, keys, records, end, endedWithRevocation }),
@@ -163,34 +205,18 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       return stored;
     },
     endedWithRevocation,
-    async list(iss, sub) {
-      const user = userDigest(iss, sub);
-      const userKey = keys.userSessions(user);
-      const listed: ListedSession[] = [];
-      for (const entry of await readIndex(redis, userKey)) {
-        const { handle } = entry;
-        const stored = await records.peek(entry.digest);
-        const remaining = stored ? await records.remainingMs(entry.digest) : undefined;
-        // The record's own user too: an entry copied into this index from another user's (no
-        // key needed) listed that session here, and DELETE /auth/sessions/{id} ended it.
-        if (!stored?.auth || userOf(stored) !== user || stored.auth.handle !== handle || remaining === undefined || !stored.tokens.sealed) {
-          // A record that is there but does not read here is kept: sealed with a key this
-          // process lacks (a key roll under way), it is another instance's live session, and
-          // pruning its entry hid it from the list and from a back-channel logout by sub.
-          if (!stored && (await records.exist([entry.digest]))[0] === true) continue;
-          // Only a saved-form entry goes (see prune): a pending one is a sign-in still saving.
-          await prune(redis, userKey, entry);
-          continue;
-        }
-        // A pending entry with its record (the second register failed) is a live session.
-        listed.push({
-          handle,
-          digest: entry.digest,
-          auth: stored.auth,
-          lastActiveAt: Math.min(clock(), clock() - (idleTimeoutSeconds * 1000 - remaining)),
-        });
+    list,
+    async trim(keep, auth, max) {
+      // One HLEN per sign-in; the index is read whole only once it may hold too many.
+      if ((await redis.hlen(keys.userSessions(userDigest(auth.iss, auth.sub)))) <= max) return [];
+      const listed = await list(auth.iss, auth.sub);
+      const trimmed: TrimmedSession[] = [];
+      for (const oldest of listed.filter((s) => s.digest !== keep).slice(0, Math.max(0, listed.length - max))) {
+        const revokes = auth.sid === undefined || oldest.auth.sid !== auth.sid;
+        const stored = await end(oldest.digest, 'expired', { revokes });
+        if (stored) trimmed.push({ digest: oldest.digest, stored, revokes });
       }
-      return listed.sort((a, b) => a.auth.createdAt - b.auth.createdAt);
+      return trimmed;
     },
   };
 }
