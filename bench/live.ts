@@ -7,21 +7,22 @@
  *   upstream (child process: WebSocket server)  ←  A
  *   dev provider (in this process, for the sign-ins); this process is also the loader
  *
- * 1. Sign in SESSIONS sessions; on A open, per session, WS_PER_SESSION proxied WebSockets and
- *    one GET /auth/events stream (default 100 × (99 + 1) = 10,000 held streams).
+ * 1. Sign in SESSIONS sessions, each of its own user; on A open, per session, WS_PER_SESSION
+ *    proxied WebSockets and one GET /auth/events stream (default 320 × (30 + 1) = 9,920 held
+ *    streams: a session may hold 32 WebSockets and proxied streams per process, a user 128).
  * 2. Idle window: Redis INFO commandstats delta over WINDOW seconds (the INFO/CONFIG calls of
  *    this measurement subtracted): Redis commands per second for the idle sockets (target 0).
  * 3. Memory: A's resident set and V8 heap (its /metrics) before and after opening them: per socket.
- * 4. Logout ENDING sessions at once through B (default 10 × 100 = 1,000 streams): the time from
+ * 4. Logout ENDING sessions at once through B (default 32 × 31 = 992 streams): the time from
  *    each logout request to each of its sockets' close, seen by the loader: p50/p99/max.
  *
- * Why 99 WebSockets + 1 event stream per session and not 100 WebSockets: each proxied WebSocket
- * holds two sockets in the gateway (browser side and upstream side), and the open-file limit
- * here is 20,000 (hard, not raisable in this container): 10,000 proxied WebSockets need 20,000
- * plus the process's own. An event stream has no upstream side.
+ * Each proxied WebSocket holds two sockets in the gateway (browser side and upstream side), and
+ * the open-file limit here is 20,000 (hard, not raisable in this container): 10,000 proxied
+ * WebSockets need 20,000 plus the process's own (so 9,600 here, and 320 event streams, which
+ * have no upstream side).
  *
- *   --sessions N   (default 100)   --ws N (per session, default 99)   --window S (default 30)
- *   --ending N     sessions logged out in step 4 (default 10)
+ *   --sessions N   (default 320)   --ws N (per session, default 30)   --window S (default 30)
+ *   --ending N     sessions logged out in step 4 (default 32)
  *
  * Results on stdout and in bench/results/live.json. Every child is killed at the end.
  */
@@ -52,10 +53,12 @@ function arg(flag: string, def: number): number {
   return v;
 }
 
-const SESSIONS = arg('--sessions', 100);
-const WS_PER_SESSION = arg('--ws', 99);
+const SESSIONS = arg('--sessions', 320);
+const WS_PER_SESSION = arg('--ws', 30);
 const WINDOW_S = arg('--window', 30);
-const ENDING = Math.min(arg('--ending', 10), SESSIONS);
+const ENDING = Math.min(arg('--ending', 32), SESSIONS);
+/** One user per session: a user holds at most 128 streams per process (proxy/streams.ts). */
+const USERS = Array.from({ length: SESSIONS }, (_, i) => ({ id: `user${i}`, password: `user${i}-password`, claims: { name: `User ${i}`, email: `user${i}@example.com` } }));
 const OPEN_BATCH = 200;
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
@@ -150,14 +153,15 @@ async function main(): Promise<void> {
   const upstream = await startChild<{ url: string }>({ name: 'live-upstream', module: path.join(HERE, 'servers', 'live-upstream.js'), options: {} });
   const [portA, portB] = [await findFreePort(), await findFreePort()];
   const publicUrl = `http://127.0.0.1:${portA}`;
-  const provider = await startTestProvider({ clients: [gatewayClient(publicUrl)] });
+  const provider = await startTestProvider({ users: USERS, clients: [gatewayClient(publicUrl)] });
   const processes: Array<ReturnType<typeof startCli>> = [];
   try {
     const shared = {
       oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef', scopes: ['openid', 'profile', 'email', 'offline_access'] },
       session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
       redis: { url: redis.url, keyPrefix: 'live-bench:' },
-      routes: [{ path: '/live', target: upstream.info.url, auth: 'user', websocket: true }],
+      // A route holds maxConnections WebSockets at most (512 by default): room for them all.
+      routes: [{ path: '/live', target: upstream.info.url, auth: 'user', websocket: true, maxConnections: 16_384 }],
       // The sign-ins all come from this one address.
       rateLimit: { loginPerMinute: 100_000 },
       log: { level: 'warn' },
@@ -179,8 +183,8 @@ async function main(): Promise<void> {
     const cookies: string[] = [];
     for (let i = 0; i < SESSIONS; i++) {
       const client = new BrowserClient();
-      const user = i % 2 === 0 ? 'alice' : 'bob';
-      await signIn(client, publicUrl, { user, password: `${user}-password` });
+      const user = USERS[i] as (typeof USERS)[number];
+      await signIn(client, publicUrl, { user: user.id, password: user.password });
       cookies.push(
         Object.entries(client.cookies(publicUrl))
           .map(([n, v]) => `${n}=${v}`)
