@@ -15,6 +15,10 @@ export type RedisClient = Redis | Cluster;
 /** Redis's and Sentinel's own ports: what a node written without one listens on. */
 export const REDIS_PORT = 6379;
 export const SENTINEL_PORT = 26379;
+/** How often a Cluster client re-reads the slot map (CLUSTER SLOTS on one node). */
+const SLOTS_REFRESH_MS = 2000;
+/** How soon a command refused with TRYAGAIN (a slot being migrated) is sent again. */
+const TRY_AGAIN_MS = 100;
 
 /** A node (`host[:port]` or a redis(s):// URL, as schema.ts allows) as ioredis takes it. */
 export function hostPort(node: string, defaultPort = REDIS_PORT): { host: string; port: number } {
@@ -61,6 +65,15 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
       enableOfflineQueue: false,
       lazyConnect: true,
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
+      // A master that hangs (frozen, cut off) keeps its connections open and never answers
+      // MOVED: without a periodic CLUSTER SLOTS its slots' commands went there (each timing out)
+      // for as long as it hung, long after its replica was promoted.
+      slotsRefreshInterval: SLOTS_REFRESH_MS,
+      // A script on a slot being migrated whose keys are not all on one side answers TRYAGAIN
+      // until the move is done; ioredis's default budget (16 redirections, two per retry) gave
+      // up within about 0.6 s, and a logout answered 503. Retried for as long as a command may take.
+      retryDelayOnTryAgain: TRY_AGAIN_MS,
+      maxRedirections: 16 + 2 * Math.ceil(cfg.commandTimeoutMs / TRY_AGAIN_MS),
       clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
     };
     client = new Cluster(cfg.cluster.nodes.map((node) => hostPort(node)), clusterOptions);

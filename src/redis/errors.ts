@@ -13,10 +13,12 @@ export function storeUnavailable(cause: unknown): GatewayError {
  * Whether a failed command may still have run: it timed out (deadlines.ts, or ioredis's own on
  * Cluster), or its connection dropped with it sent (MaxRetriesPerRequestError). Not when Redis
  * answered with an error (a ReplyError: a script that failed stops there; ACL, OOM), nor when
- * it was never sent (the offline queue is off: Redis away, or the connection already closed).
+ * every node it was sent to redirected it, nor when it was never sent (the offline queue is off: Redis away, or the connection already closed).
  */
 export function mayHaveRun(err: unknown): boolean {
   if (!(err instanceof Error) || err.name === 'ReplyError') return false;
+  // Redirected (MOVED, ASK, TRYAGAIN) until ioredis gave up: every node refused it, none ran it.
+  if (err.message.startsWith('Too many Cluster redirections')) return false;
   return !/enableOfflineQueue|Connection is closed/.test(err.message);
 }
 

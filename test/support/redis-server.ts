@@ -34,6 +34,17 @@ export interface RedisServer {
 
 export interface RedisCluster {
   nodes: string[];
+  /** Every node's server (masters first as created; with `replicas`, their replicas after). */
+  servers: RedisServer[];
+  /** The master serving `key`'s slot now, and its replica (with `replicas`), as `from`'s node sees it. */
+  ownerOf(key: string, from?: RedisServer): Promise<{ master: RedisServer; replica: RedisServer | undefined }>;
+  /** Resolves once `server` is a master that serves `key`'s slot and reports the cluster ok. */
+  promoted(server: RedisServer, key: string, ms: number): Promise<void>;
+  /**
+   * Moves `key`'s slot to the master `to` as redis-cli does (IMPORTING, MIGRATING, MIGRATE,
+   * SETSLOT NODE), with half of its keys moved while `hold` runs (ASK and TRYAGAIN answers).
+   */
+  migrateHeld(key: string, to: RedisServer, hold: () => Promise<void>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -406,16 +417,21 @@ function runRedisCli(args: string[], timeoutMs: number): Promise<string> {
   });
 }
 
-/** Masters only, no replicas: enough for slot redirections and cross-slot errors. */
-export async function startRedisCluster(opts: { masters?: number } = {}): Promise<RedisCluster> {
+/**
+ * A local cluster: masters only by default (enough for slot redirections and cross-slot
+ * errors), or with a replica per master for failovers (`nodeTimeoutMs` then bounds how soon a
+ * hung master's replica is promoted).
+ */
+export async function startRedisCluster(opts: { masters?: number; replicas?: boolean; nodeTimeoutMs?: number } = {}): Promise<RedisCluster> {
   const masters = opts.masters ?? 3;
   if (masters < 3) throw new Error('redis-cli --cluster create needs at least 3 masters');
+  const total = opts.replicas ? masters * 2 : masters;
   const servers: ManagedRedis[] = [];
   const closeAll = async (): Promise<void> => {
     await Promise.allSettled(servers.map((s) => s.close()));
   };
   try {
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < total; i++) {
       servers.push(
         await launch(undefined, async (port, dir) => [
           '--cluster-enabled', 'yes',
@@ -423,12 +439,12 @@ export async function startRedisCluster(opts: { masters?: number } = {}): Promis
           // The default bus port (port + 10000) may be taken or beyond 65535 for an
           // ephemeral port, so it gets a free port of its own.
           '--cluster-port', String(await findFreePort()),
-          '--cluster-node-timeout', '2000',
+          '--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 2000),
         ]),
       );
     }
     await runRedisCli(
-      ['--cluster', 'create', ...servers.map((s) => `${HOST}:${s.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      ['--cluster', 'create', ...servers.map((s) => `${HOST}:${s.port}`), '--cluster-replicas', opts.replicas ? '1' : '0', '--cluster-yes'],
       CLUSTER_TIMEOUT_MS,
     );
     // redis-cli returns once the slots are assigned; every node must also agree the cluster is
@@ -437,15 +453,74 @@ export async function startRedisCluster(opts: { masters?: number } = {}): Promis
       const infos = await Promise.all(
         servers.map((s) => withAdminConnection(s.port, (r) => r.cluster('INFO')).catch(() => '')),
       );
-      return infos.every((info) => /cluster_state:ok/.test(info) && /cluster_known_nodes:(\d+)/.exec(info)?.[1] === String(masters));
+      return infos.every((info) => /cluster_state:ok/.test(info) && /cluster_known_nodes:(\d+)/.exec(info)?.[1] === String(total));
     });
+    // Replicas take a moment to sync: a failover before that promotes an empty replica.
+    if (opts.replicas) {
+      await waitUntil('redis cluster replicas in sync', CLUSTER_TIMEOUT_MS, async () => {
+        const roles = await Promise.all(servers.map((s) => withAdminConnection(s.port, (r) => r.info('replication')).catch(() => '')));
+        return roles.filter((info) => /role:slave/.test(info) && /master_link_status:up/.test(info)).length === masters;
+      });
+    }
   } catch (err) {
     await closeAll();
     throw err;
   }
   let closing: Promise<void> | undefined;
+  const byPort = (port: number) => servers.find((s) => s.port === port);
+  /** CLUSTER NODES as (id, port, flags, master id, slot ranges). */
+  const nodesOf = async (from: RedisServer) =>
+    String(await withAdminConnection(from.port, (r) => r.cluster('NODES')))
+      .trim()
+      .split('\n')
+      .map((line) => {
+        const parts = line.split(' ');
+        const ranges = parts.slice(8).filter((s) => !s.startsWith('[')).map((s) => s.split('-').map(Number));
+        return { id: parts[0], port: Number(parts[1]?.split('@')[0]?.split(':')[1]), flags: parts[2] ?? '', master: parts[3], ranges };
+      });
+  const slotOf = async (key: string, from: RedisServer) => Number(await withAdminConnection(from.port, (r) => r.cluster('KEYSLOT', key)));
+  async function ownerOf(key: string, from: RedisServer = servers[0] as RedisServer) {
+    const slot = await slotOf(key, from);
+    const nodes = await nodesOf(from);
+    const owner = nodes.find((n) => n.flags.includes('master') && n.ranges.some(([a, b = a]) => slot >= (a as number) && slot <= (b as number)));
+    if (!owner) throw new Error(`no master serves slot ${slot}`);
+    const replica = nodes.find((n) => n.master === owner.id && !n.flags.includes('fail'));
+    return { master: byPort(owner.port) as RedisServer, replica: replica && byPort(replica.port) };
+  }
   return {
     nodes: servers.map((s) => s.url),
+    servers,
+    ownerOf,
+    async promoted(server, key, ms) {
+      await waitUntil(`node ${server.port} promoted`, ms, async () => {
+        const info = String(await withAdminConnection(server.port, (r) => r.cluster('INFO')).catch(() => ''));
+        if (!/cluster_state:ok/.test(info)) return false;
+        return (await ownerOf(key, server).catch(() => undefined))?.master === server;
+      });
+    },
+    async migrateHeld(key, to, hold) {
+      const { master: from } = await ownerOf(key);
+      const slot = await slotOf(key, from);
+      const nodes = await nodesOf(from);
+      const idOf = (s: RedisServer) => nodes.find((n) => n.port === s.port)?.id as string;
+      const admin = (s: RedisServer, ...args: (string | number)[]) => withAdminConnection(s.port, (r) => r.call('CLUSTER', ...args.map(String)));
+      await admin(to, 'SETSLOT', slot, 'IMPORTING', idOf(from));
+      await admin(from, 'SETSLOT', slot, 'MIGRATING', idOf(to));
+      const keysLeft = async () => (await admin(from, 'GETKEYSINSLOT', slot, 1000)) as string[];
+      const move = async (keys: string[]) => {
+        if (keys.length > 0) await withAdminConnection(from.port, (r) => r.call('MIGRATE', HOST, String(to.port), '', '0', '5000', 'REPLACE', 'KEYS', ...keys));
+      };
+      const first = await keysLeft();
+      await move(first.slice(0, Math.ceil(first.length / 2)));
+      await hold();
+      for (let i = 0; i < 100; i++) {
+        const left = await keysLeft();
+        if (left.length === 0) break;
+        await move(left);
+      }
+      // The documented order: the target, the source, then every other master.
+      for (const s of [to, from, ...servers.filter((s) => s !== to && s !== from)]) await admin(s, 'SETSLOT', slot, 'NODE', idOf(to)).catch(() => undefined);
+    },
     close: () => (closing ??= closeAll()),
   };
 }

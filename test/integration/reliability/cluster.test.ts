@@ -10,7 +10,8 @@ import type { TestProvider } from '../../support/oidc-provider.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { startStack, type Stack } from '../../support/stack.js';
-import { expectErrorBody, tokensOfSession } from '../../support/assertions.js';
+import { expectErrorBody, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { digest } from '../../../src/redis/keys.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -35,7 +36,7 @@ beforeAll(async () => {
     config: {
       // buildTestConfig spreads `redis` over { url, keyPrefix }: url must be unset explicitly,
       // since the schema wants exactly one of url, cluster or sentinel.
-      redis: { cluster: { nodes: cluster.nodes }, url: undefined },
+      redis: { cluster: { nodes: cluster.nodes }, url: undefined, commandTimeoutMs: 2000 },
       routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
     },
   });
@@ -109,4 +110,35 @@ it('logs out: the session is gone from the cluster and the cookie no longer work
   const after = new BrowserClient();
   after.setCookie(gw.url, gw.config.derived.sessionCookieName, cookie);
   expectErrorBody(await after.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
+});
+
+/**
+ * A logout while its session's slot is being moved (redis-cli --cluster reshard, held half way):
+ * the end's script names keys on both sides, and Redis answers TRYAGAIN until the move is
+ * done. ioredis gave up after about 0.6 s: the logout answered 503, the session lived on, and
+ * its streams were told it had ended (found by red team). Retried for as long as a command may
+ * take (commandTimeoutMs, 2 s here), a move that completes within it costs the logout nothing.
+ *
+ * Mutation that fails it (checked by hand): src/redis/client.ts, the cluster options'
+ * `retryDelayOnTryAgain: TRY_AGAIN_MS,` and `maxRedirections: …` lines removed (ioredis's
+ * defaults back).
+ */
+it('logs out while the session slot is half-migrated to another master: 200 once the move completes, and the session is gone', async () => {
+  const mover = new BrowserClient();
+  await signIn(mover, gw.url);
+  const moverCookie = mover.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;
+  const sessionKey = gw.runtime.keys.session(digest(sessionIdFromCookie(moverCookie)));
+  const { master } = await cluster.ownerOf(sessionKey);
+  const to = cluster.servers.find((s) => s !== master) as (typeof cluster.servers)[number];
+  let logout: Promise<number> | undefined;
+  await cluster.migrateHeld(sessionKey, to, async () => {
+    expect((await mover.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+    logout = mover.post(`${gw.url}/auth/logout`, { headers: csrf }).then((r) => r.status);
+    // The move completes 800 ms later.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+  });
+  expect(await logout).toBe(200);
+  const replay = new BrowserClient();
+  replay.setCookie(gw.url, gw.config.derived.sessionCookieName, moverCookie);
+  expectErrorBody(await replay.get(`${gw.url}/auth/user`, { headers: csrf }), 'login_required', 401);
 });

@@ -7,7 +7,8 @@
  *
  * Fails if, in registry.end, the announcement is made on any failure (`if (mayHaveRun(err))`
  * dropped), or never (the line removed); if redis/errors.ts mayHaveRun takes a dropped
- * connection for a command never sent; if TAKE writes the note only with a record, or lets a
+ * connection for a command never sent, or one every Cluster node redirected for one that may
+ * have run (its `Too many Cluster redirections` line removed); if TAKE writes the note only with a record, or lets a
  * later end that does not revoke replace one that does (`ARGV[3] == '1' or` → `true or`).
  */
 import { randomBytes } from 'node:crypto';
@@ -65,6 +66,9 @@ describe('registry.end when Redis fails the removal', () => {
     ['never sent while Redis was away', Object.assign(new Error("Stream isn't writeable and enableOfflineQueue options is false"), {})],
     ['never sent on a closed connection', new Error('Connection is closed.')],
     ['refused by Redis (an ACL, a failed script)', Object.assign(new Error("NOPERM this user has no permissions to run the 'del' command"), { name: 'ReplyError' })],
+    // A Cluster slot held mid-migration: TRYAGAIN until ioredis gave up (found by red team: the
+    // session's streams were told `signed-out` while it lived on).
+    ['redirected until ioredis gave up (a slot being migrated)', new Error('Too many Cluster redirections. Last error: ReplyError: TRYAGAIN Multiple keys request during rehashing of slot')],
   ])('does not announce an end Redis never ran: %s', async (_name, failure) => {
     const { state, records, registry, announced, d } = await setUp();
     state.failure = failure;
