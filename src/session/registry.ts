@@ -65,8 +65,8 @@ export interface SessionRegistry extends Succession, ProviderLogouts {
   endedWithRevocation(sessionDigest: string): Promise<boolean>;
   list(iss: string, sub: string): Promise<ListedSession[]>;
   /**
-   * Ends the oldest sessions of `auth`'s user past `max`, never `keep` (the sign-in just made),
-   * as `expired`. Each is returned with whether its tokens are to be revoked: not when it shares
+   * Ends the oldest sessions of `auth`'s user past `max`, never `keep` (the sign-in just made)
+   * nor one signed in after it, as `expired`. Each is returned with whether its tokens are to be revoked: not when it shares
    * `auth`'s provider session (sid), whose grant the provider may share with the new session.
    */
   trim(keep: string, auth: AuthData, max: number): Promise<TrimmedSession[]>;
@@ -211,7 +211,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       if ((await redis.hlen(keys.userSessions(userDigest(auth.iss, auth.sub)))) <= max) return [];
       const listed = await list(auth.iss, auth.sub);
       const trimmed: TrimmedSession[] = [];
-      for (const oldest of listed.filter((s) => s.digest !== keep).slice(0, Math.max(0, listed.length - max))) {
+      // Only sessions older than this sign-in: a newer one's own trim sees this one. Counting
+      // them, two sign-ins at once (with a cap of 1) each ended the other, and no session was left.
+      const older = listed.filter((s) => s.digest !== keep && s.auth.createdAt < auth.createdAt);
+      for (const oldest of older.slice(0, Math.max(0, listed.length - max))) {
         const revokes = auth.sid === undefined || oldest.auth.sid !== auth.sid;
         const stored = await end(oldest.digest, 'expired', { revokes });
         if (stored) trimmed.push({ digest: oldest.digest, stored, revokes });

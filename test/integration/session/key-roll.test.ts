@@ -22,6 +22,8 @@
  * - src/session/provider-logouts.ts ofAnotherUser: its return made `return stored ?
  *   userOf(stored) !== user : (await records.exist([d]))[0] === true;` (0.6.5: a record that
  *   does not read counted as another user's): the one-roll back-channel logout test.
+ * - src/session/refresh.ts readLatest: the `sealedElsewhere(…) throw sessionGone()` line removed:
+ *   the one-roll refresh-race test.
  * - src/crypto/seal.ts open(): `const key = byKid.get(parts[1] as string);` made
  *   `parts[1] === currentKid ? current : undefined` (only the first key opens): both rolls fail.
  */
@@ -167,6 +169,23 @@ describe('one roll with the new key first (what the two rolls avoid): nobody is 
     expect(clearsCookie(onOld)).toBe(false);
     expect(roll.provider.counters.grants.refresh_token ?? 0).toBe(refreshes);
     expect((await callVia(roll, 'new', bob)).status).toBe(200);
+  });
+
+  // Found by review: the old instance's call, waiting on the new one's refresh, read the newer
+  // set as no tokens and cleared the cookie (src/session/refresh.ts readLatest; its own test in
+  // refresh-coordinator.test.ts). Here as it happens: concurrent calls, the token due.
+  it('a call landing on an old instance while a new one refreshes the session keeps the cookie', async () => {
+    for (let race = 0; race < 3; race++) {
+      const dave = await signInVia(roll, 'old', 'dave');
+      const headers = { ...csrf, cookie: `bff=${cookieOf(roll, dave) as string}` };
+      roll.clock.advance(61);
+      const [onNew, onOld] = await Promise.all([
+        new BrowserClient().get(`${roll.gw.new.url}/api/echo`, { headers }),
+        new BrowserClient().get(`${roll.gw.old.url}/api/echo`, { headers }),
+      ]);
+      expect(onNew.status).toBe(200);
+      expect(clearsCookie(onOld)).toBe(false);
+    }
   });
 
   it('an old instance serving the sessions list keeps the sessions it cannot read indexed: listed once the roll is over, and ended by a back-channel logout by sub', async () => {

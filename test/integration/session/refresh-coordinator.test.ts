@@ -8,6 +8,7 @@ import { createSealer } from '../../../src/crypto/seal.js';
 import { GatewayError } from '../../../src/errors.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import { createSessionRecords } from '../../../src/session/records.js';
+import { isSessionGone } from '../../../src/session/gone.js';
 import { createRefreshCoordinator, type RefreshCoordinatorOptions, type RefreshFn } from '../../../src/session/refresh.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 import { createTokenVault } from '../../../src/session/vault.js';
@@ -199,6 +200,21 @@ describe('single-flight refresh across processes', () => {
     });
     expect(calls).toBe(0);
     expect(result.tokens?.accessToken).toBe('at-2');
+  });
+
+  // Found by review: an instance of a key roll that lacks the new key, waiting while one that has
+  // it refreshed, read the newer set as no tokens (login_required), and its call cleared the
+  // cookie. Fails if, in src/session/refresh.ts readLatest, the `sealedElsewhere(…) throw
+  // sessionGone()` line is removed.
+  it('refuses a newer set sealed with a key it lacks as a session ended elsewhere (its cookie kept), not as signed out', async () => {
+    const a = process_();
+    const d = await newSession(a.records, initial);
+    const newer = createTokenVault(createSealer([randomBytes(32).toString('base64')]));
+    await a.records.casTokens(d, 1, { v: 2, sealed: newer.seal(d, { accessToken: 'at-2', refreshToken: 'rt-2' }) });
+    const refused = a.coordinator.refresh(d, { version: 1, tokens: initial }, async () => initial);
+    await expect(refused).rejects.toMatchObject({ code: 'login_required' });
+    expect(isSessionGone(await refused.catch((err: unknown) => err))).toBe(true);
+    expect(await a.records.peekTokens(d)).toMatchObject({ v: 2 });
   });
 
   it('never lets a whole-record write put back an older token set', async () => {

@@ -16,6 +16,9 @@ import { tokensOfSession } from '../../support/assertions.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually } from '../../support/wait.js';
+import { randomBytes } from 'node:crypto';
+import { digest } from '../../../src/redis/keys.js';
+import type { AuthData } from '../../../src/session/data.js';
 
 const MAX = 3;
 const csrf = { 'x-csrf': '1' };
@@ -74,4 +77,42 @@ it("ends the oldest without revoking when it shares the new session's provider s
   await stack.gateway.runtime.revoke.settle(10_000);
   expect(stack.gateway.runtime.revoke.underWay()).toBe(0);
   expect((await stack.provider.introspect(refreshTokens[MAX] as string)).active).toBe(true);
+});
+
+/**
+ * Found by review: a trim counted sessions signed in after its own as trimmable, so with a cap
+ * of 1 a sign-in ended a newer one, and two at once ended each other: no session left. Fails if,
+ * in src/session/registry.ts trim, `&& s.auth.createdAt < auth.createdAt` is dropped.
+ */
+describe('trim, straight on the registry (a cap of 1)', () => {
+  let createdAt = Date.now() - 60_000;
+  async function saved(sub: string): Promise<{ d: string; auth: AuthData }> {
+    const { registry, records } = stack.gateway.runtime;
+    const auth: AuthData = { handle: randomBytes(16).toString('base64url'), sub, iss: stack.provider.issuer, claims: {}, scopes: ['openid'], createdAt: (createdAt += 1000) };
+    const d = digest(randomBytes(16).toString('hex'));
+    await registry.register(d, auth, 'pending');
+    await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, auth });
+    await registry.register(d, auth, 'saved');
+    return { d, auth };
+  }
+  const alive = async (d: string) => (await stack.gateway.runtime.records.peek(d)) !== undefined;
+
+  it("a sign-in whose trim runs after a newer one was saved ends the oldest, never the newer", async () => {
+    const sub = `u${randomBytes(6).toString('hex')}`;
+    const oldest = await saved(sub);
+    const a = await saved(sub);
+    const b = await saved(sub);
+    await stack.gateway.runtime.registry.trim(a.d, a.auth, 1);
+    await stack.gateway.runtime.registry.trim(b.d, b.auth, 1);
+    expect([await alive(oldest.d), await alive(a.d), await alive(b.d)]).toEqual([false, false, true]);
+  });
+
+  it('two sign-ins trimming at once leave the newer one', async () => {
+    const sub = `u${randomBytes(6).toString('hex')}`;
+    await saved(sub);
+    const a = await saved(sub);
+    const b = await saved(sub);
+    await Promise.all([stack.gateway.runtime.registry.trim(a.d, a.auth, 1), stack.gateway.runtime.registry.trim(b.d, b.auth, 1)]);
+    expect(await alive(b.d)).toBe(true);
+  });
 });
