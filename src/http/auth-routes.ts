@@ -1,5 +1,6 @@
 /**
  * The gateway's own endpoints under authPath (SPEC §3): parse → call the domain → respond.
+ * Sign-in (login, callback) here; the signed-in session's own (user, logout) in signed-in-routes.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
@@ -10,12 +11,12 @@ import type { Metrics } from '../observability/metrics.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { describeProviderError } from '../oidc/errors.js';
 import { askedOf } from '../oidc/authorization-request.js';
-import { completeAuthorization, endSessionUrl, grantedScopes, startAuthorization } from '../oidc/flows.js';
+import { completeAuthorization, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import { createLoginCapacity } from './login-capacity.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
-import { sessionEndsAt, visibleClaims, type AuthData } from '../session/data.js';
+import { visibleClaims, type AuthData } from '../session/data.js';
 import { userDigest, type EndedSession, type SessionRegistry } from '../session/registry.js';
 import type { Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
@@ -25,7 +26,8 @@ import { createLoginCookies } from './login-cookies.js';
 import { parseLoginQuery } from './login-params.js';
 import { oneParam, queryOf } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
-import { clearSessionCookie, createCookieVerifier, destroy, regenerate, requireSignedIn, save } from './session-cookie.js';
+import { clearSessionCookie, createCookieVerifier, destroy, regenerate, save } from './session-cookie.js';
+import { createSignedInHandlers } from './signed-in-routes.js';
 import type { Revoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
 import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
@@ -50,12 +52,6 @@ export interface AuthRouteDeps {
 
 /** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
 const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
-
-/** Epoch seconds as an ISO date; null when unknown or past what a Date holds (a record from before auth_time was range-checked). */
-function isoDate(seconds: number | undefined): string | null {
-  const date = new Date(seconds === undefined ? NaN : seconds * 1000);
-  return Number.isNaN(date.getTime()) ? null : date.toISOString();
-}
 
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 
@@ -248,76 +244,13 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));
   }
 
-  function user(req: Request, res: Response): void {
-    const auth = requireSignedIn(req);
-    const absoluteEnd = sessionEndsAt(auth, config.session.absoluteTimeoutSeconds);
-    const idleEnd = clock() + config.session.idleTimeoutSeconds * 1000;
-    const sealed = req.session.tokens?.sealed;
-    const tokens = sealed ? vault.open(digest(req.sessionID), sealed) : undefined;
-    res.json({
-      sub: auth.sub,
-      claims: auth.claims,
-      // As routes check them (proxy/bearer.ts): a refresh may have narrowed them since sign-in.
-      scopes: tokens ? grantedScopes(auth.scopes, tokens) : auth.scopes,
-      sessionExpiresAt: new Date(Math.min(absoluteEnd, idleEnd)).toISOString(),
-      acr: auth.acr ?? null,
-      authTime: isoDate(auth.authTime),
-    });
-  }
-
-  /**
-   * The session a logout ends, and the tokens to revoke: those the record held as it went (a
-   * refresh may have replaced the ones this request read), else those this request read. The
-   * record is kept until destroy() deletes it, so that should Redis take the removal after this
-   * request gave up on it (503), the retry, finding no session, reclaims it and revokes and ends
-   * the provider's session as the first would have. Once the record is taken the session is
-   * over: destroy() (a DEL of what is gone, and of the copy) is best effort, and a copy it
-   * leaves expires with the end's note.
-   */
-  async function endForLogout(req: Request): Promise<{ sessionDigest: string; handle: string | undefined; sealed: string | undefined } | undefined> {
-    const auth = req.session.auth;
-    if (auth) {
-      const sessionDigest = digest(req.sessionID);
-      const stored = await withStore(() => registry.end(sessionDigest, 'logout', { keep: true }));
-      const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
-      await destroy(req).catch(() => undefined);
-      return { sessionDigest, handle: auth.handle, sealed };
-    }
-    const earlier = verifySessionCookie(req.headers.cookie)?.digest;
-    if (earlier === undefined) return undefined;
-    const kept = await withStore(() => registry.reclaim(earlier));
-    return kept && { sessionDigest: earlier, handle: kept.auth?.handle, sealed: kept.tokens.sealed };
-  }
-
-  async function logout(req: Request, res: Response): Promise<void> {
-    let logoutUrl = '/';
-    // Local logout first: a slow or failing provider never keeps the session alive.
-    const ended = await endForLogout(req);
-    if (ended) {
-      const tokens = vault.openEnded(ended.sessionDigest, ended.sealed);
-      if (provider.isReady()) {
-        logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
-      }
-      await revoke(tokens);
-      // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
-      const successors = await registry.endSuccessors(ended.sessionDigest, 'logout').catch(() => []);
-      for (const s of successors) void revoke(vault.openEnded(s.digest, s.stored.tokens.sealed));
-      logger.info({ event: 'logout', ...(ended.handle ? { session: ended.handle } : {}) }, 'signed out');
-    }
-    clearSessionCookie(res, config);
-    // "cache": API answers the browser kept are not shown to its next user. Not "cookies": it
-    // clears the whole site's cookies (every port of localhost, every subdomain of example.com),
-    // the provider's session included, breaking its end-session page; ours is cleared above.
-    res.set('Clear-Site-Data', '"cache", "storage"');
-    res.json({ logoutUrl });
-  }
-
   router.use((_req, res, next) => {
     res.set('Cache-Control', 'no-store');
     next();
   });
   router.get('/login', login);
   router.get('/callback', deps.sessionMiddleware, callback);
+  const { user, logout } = createSignedInHandlers({ config, provider, vault, registry, logger, revoke, clock, verifySessionCookie });
   router.get('/user', csrf, deps.sessionMiddleware, user);
   router.post('/logout', csrf, deps.sessionMiddleware, logout);
   return router;

@@ -188,7 +188,7 @@ describe('ID token claims and signatures (the provider publishes one RSA and one
     expectRefused(await signInWith(signedWith(rsa), { auth_time: authTime() }));
   });
 
-  // Fails if, in src/http/auth-routes.ts user, isoDate is `new Date(seconds * 1000).toISOString()`
+  // Fails if, in src/http/signed-in-routes.ts isoDate is `new Date(seconds * 1000).toISOString()`
   // again: the RangeError was a 500 on every GET /auth/user of such a session.
   it('a session recorded with an auth_time no Date holds (before such were refused) still answers GET /auth/user', async () => {
     const result = await signInWith(signedWith(rsa));

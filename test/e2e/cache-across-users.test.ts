@@ -10,7 +10,7 @@
  * - No Vary at all: `Vary: Cookie` is added. Fails if, in asCookieAnswer,
  *   `headers.push('Vary', 'Cookie');` is removed.
  * - A sign-out clears the answers kept (they stay on disk otherwise, under the old cookie).
- *   Fails if, in src/http/auth-routes.ts logout, Clear-Site-Data is `"storage"` again.
+ *   Fails if, in src/http/signed-in-routes.ts logout, Clear-Site-Data is `"storage"` again.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Browser, BrowserContext, Page } from 'playwright-core';

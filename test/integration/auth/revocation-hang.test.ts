@@ -131,7 +131,7 @@ it('a gateway closed while a revocation is still under way waits for it (bounded
  * A sign-in of another tab that completes while the logout waits on the revocation: the
  * logout's answer, sent after, clears the browser's cookie, the new session's included. It
  * lived on unseen (listed as another device, its refresh token kept; found by red team). Fails
- * if, in src/http/auth-routes.ts logout, the successors of the ended session are not ended
+ * if, in src/http/signed-in-routes.ts logout, the successors of the ended session are not ended
  * (`await registry.endSuccessors(sessionDigest, 'logout')` → `[]`).
  */
 it("a sign-in of another tab completed while the logout waits on the provider is signed out with the browser", async () => {

@@ -15,7 +15,7 @@
  *   (`keep: keepForRetry` → `keep: false`).
  * - A logout's removal lands and the DEL after it (express-session's destroy) fails: the logout
  *   answered 503 with nothing revoked, and its retry found no session (found by red team).
- *   Fails if, in src/http/auth-routes.ts endForLogout, `await destroy(req).catch(() => undefined)`
+ *   Fails if, in src/http/signed-in-routes.ts endForLogout, `await destroy(req).catch(() => undefined)`
  *   becomes `await withStore(() => destroy(req))`.
  */
 import { BrowserClient } from '../../support/browser-client.js';
