@@ -51,6 +51,15 @@ export type Clock = () => number;
  */
 export const MAX_TOKEN_LIFETIME_SECONDS = 366 * 24 * 3600;
 
+/**
+ * The longest ID token a sign-in takes (characters of its compact form). The session record
+ * holds it and its visible claims, read whole on every call and cached per session: a profile
+ * field a user may set (a 300 KB name) made a record of almost 1 MB, and 100 sessions of it
+ * 300 MB of gateway memory. Real ID tokens stay far below (a few KiB; Entra ID's groups
+ * overage keeps them under about 10 KiB).
+ */
+export const MAX_ID_TOKEN_LENGTH = 64 * 1024;
+
 function granted(
   response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
   clock: Clock,
@@ -127,6 +136,9 @@ export async function completeAuthorization(
     if (dpop) requireBound(response, 'invalid_request');
     else requireBearer(response, 'invalid_request');
     if (!response.id_token) throw new GatewayError('invalid_request');
+    if (response.id_token.length > MAX_ID_TOKEN_LENGTH) {
+      throw new GatewayError('invalid_request', { description: 'The provider sent an ID token larger than the gateway keeps (64 KiB).' });
+    }
     const payload = await verifyIdToken(response.id_token, provider.jwks, {
       issuer: provider.metadata.issuer,
       clientId: cfg.clientId,
