@@ -68,6 +68,10 @@ it('follows the promotion of a hung master: the session in its slots works again
   await eventually('a call of the session answered', 12_000, async () => (await client.get(`${stack.gateway.url}/api/echo`, { headers: csrf })).status === 200, {
     intervalMs: 250,
   });
+  // And readiness says so every time (its PING goes to any master: the hung one is no longer one).
+  const ready: number[] = [];
+  for (let i = 0; i < 10; i++) ready.push((await new BrowserClient({ timeoutMs: 5_000 }).get(`${stack.gateway.url}/readyz`)).status);
+  expect(ready).toEqual(Array.from({ length: 10 }, () => 200));
 }, 60_000);
 
 it('follows the promotion of a hung master holding the sign-in cap: sign-in works again', async () => {
