@@ -120,6 +120,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       : {
           transport: createRedisTransport(redis, keys.endedChannel(), {
             onError: () => metrics.redisErrors.inc({ kind: 'connection' }),
+            onRenewed: () => logger.warn({ event: 'session_events_resubscribed' }, 'the session-event subscription stopped hearing (its own probe did not come back); subscribed again'),
           }),
         }),
     clock,

@@ -8,6 +8,7 @@
  * `onReconnect` runs, so that the instance re-checks the sessions it holds: events published
  * while it was away are lost to it (pub/sub keeps nothing).
  */
+import { randomBytes } from 'node:crypto';
 import { createSubscriber, disconnectRedis, type RedisClient } from './client.js';
 
 /**
@@ -32,60 +33,130 @@ export interface BusTransport {
 export interface RedisTransportOptions {
   /** Connection-level errors of the subscriber (it reconnects by itself). */
   onError?: (err: Error) => void;
+  /** The subscription was found deaf (a probe of this process's did not come back) and renewed. */
+  onRenewed?: () => void;
+  /** How often the subscription is probed (ms; default PROBE_MS). */
+  probeMs?: number;
 }
+
+/**
+ * How often each process checks that its subscription hears: it publishes a probe of its own,
+ * and one that has not come back by the next probe means a deaf subscriber. A connection whose
+ * node hangs (a frozen Cluster node, a NAT that dropped the idle connection silently) is never
+ * closed, so ioredis never reconnects it: its instance's streams of ended sessions stayed open
+ * until their idle deadline. One PUBLISH per process per period; every instance receives every
+ * probe (a 0.6.5 instance counts them as malformed events, and drops them).
+ */
+export const PROBE_MS = 5000;
+/** Probes start so; every instance drops them (its own count as heard). */
+const PROBE = 'probe:';
 
 export function createRedisTransport(client: RedisClient, channel: string, options: RedisTransportOptions = {}): BusTransport {
   let subscriber: RedisClient | undefined;
+  let probe: NodeJS.Timeout | undefined;
   let closed = false;
   return {
     async publish(message) {
       await client.publish(channel, message);
     },
     listen(onMessage, onReconnect) {
-      const sub = createSubscriber(client);
-      subscriber = sub;
-      sub.on('error', (err: Error) => options.onError?.(err));
-      sub.on('message', (from: string, message: string) => {
-        if (from === channel) onMessage(message);
-      });
-      let subscribed = false;
-      let lost = false;
-      sub.on('close', () => {
-        if (subscribed) lost = true;
-      });
-      // 'ready' comes after every (re)connect; ioredis has resubscribed by then.
-      sub.on('ready', () => {
-        if (!subscribed) return;
-        if (lost) {
-          lost = false;
-          onReconnect();
+      const ownProbe = `${PROBE}${randomBytes(9).toString('base64url')}:`;
+      let sent = 0;
+      let heard = 0;
+      /** The probe a deaf subscription would have missed: published, and a period given to come back. */
+      let awaited: number | undefined;
+      let listening = false;
+
+      /** `renewal`: a deaf subscription replaced, whose lost events the instance re-checks. */
+      function open(renewal: boolean): void {
+        const sub = createSubscriber(client);
+        subscriber = sub;
+        listening = false;
+        sub.on('error', (err: Error) => options.onError?.(err));
+        sub.on('message', (from: string, message: string) => {
+          if (from !== channel) return;
+          if (message.startsWith(PROBE)) {
+            if (message.startsWith(ownProbe)) heard = Math.max(heard, Number(message.slice(ownProbe.length)));
+            return;
+          }
+          onMessage(message);
+        });
+        let subscribed = false;
+        let lost = false;
+        sub.on('close', () => {
+          if (subscribed) lost = true;
+        });
+        // 'ready' comes after every (re)connect; ioredis has resubscribed by then.
+        sub.on('ready', () => {
+          if (!subscribed) return;
+          if (lost) {
+            lost = false;
+            onReconnect();
+          }
+        });
+        let failed = renewal;
+        const start = () => {
+          if (closed || subscriber !== sub) return;
+          connected(sub)
+            .then(() => sub.subscribe(channel))
+            .then(() => {
+              subscribed = true;
+              listening = true;
+              // Events published before this subscription reached nobody here.
+              if (failed) onReconnect();
+            })
+            .catch((err: unknown) => {
+              options.onError?.(err instanceof Error ? err : new Error(String(err)));
+              // A first connection that failed is not retried by ioredis once connect() rejected
+              // with lazyConnect: try again, bounded by closing.
+              if (!subscribed && !closed) {
+                failed = true;
+                sub.disconnect();
+                setTimeout(start, 1000).unref();
+              }
+            });
+        };
+        start();
+      }
+
+      function renew(): void {
+        const deaf = subscriber as RedisClient;
+        deaf.removeAllListeners();
+        deaf.on('error', () => undefined);
+        deaf.disconnect();
+        awaited = undefined;
+        options.onRenewed?.();
+        open(true);
+      }
+
+      function check(): void {
+        if (closed || !listening) return;
+        if (awaited !== undefined && heard < awaited) return renew();
+        awaited = undefined;
+        const n = ++sent;
+        // A probe Redis did not take proves nothing about the subscription.
+        client.publish(channel, ownProbe + String(n)).then(
+          () => {
+            if (n === sent) awaited = n;
+          },
+          () => undefined,
+        );
+      }
+      probe = setInterval(() => {
+        // A throw would end the interval (Node re-arms it after the callback): ioredis may throw
+        // at once rather than reject.
+        try {
+          check();
+        } catch (err) {
+          options.onError?.(err instanceof Error ? err : new Error(String(err)));
         }
-      });
-      let failed = false;
-      const start = () => {
-        if (closed) return;
-        connected(sub)
-          .then(() => sub.subscribe(channel))
-          .then(() => {
-            subscribed = true;
-            // Events published before this first subscription reached nobody here.
-            if (failed) onReconnect();
-          })
-          .catch((err: unknown) => {
-            options.onError?.(err instanceof Error ? err : new Error(String(err)));
-            // A first connection that failed is not retried by ioredis once connect() rejected
-            // with lazyConnect: try again, bounded by closing.
-            if (!subscribed && !closed) {
-              failed = true;
-              sub.disconnect();
-              setTimeout(start, 1000).unref();
-            }
-          });
-      };
-      start();
+      }, options.probeMs ?? PROBE_MS);
+      probe.unref();
+      open(false);
     },
     async close() {
       closed = true;
+      clearInterval(probe);
       if (subscriber) disconnectRedis(subscriber);
     },
   };

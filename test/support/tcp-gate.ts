@@ -7,6 +7,12 @@ import { listenOnLoopback } from './listen.js';
 
 export interface TcpGate {
   url: string;
+  /**
+   * Stops carrying anything, either way, on the links whose client has subscribed (pub/sub),
+   * and leaves them open: a NAT or load balancer that dropped an idle connection silently, or a
+   * node that hangs. Later links are carried as usual.
+   */
+  deafenSubscribers(): number;
   shut(): void;
   open(): void;
   close(): Promise<void>;
@@ -15,12 +21,15 @@ export interface TcpGate {
 export async function startTcpGate(targetUrl: string): Promise<TcpGate> {
   const target = new URL(targetUrl);
   let isOpen = true;
-  const links = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  const links = new Set<{ client: net.Socket; upstream: net.Socket; subscribed?: boolean }>();
   const server = net.createServer((client) => {
     if (!isOpen) return void client.destroy();
     const upstream = net.connect(Number(target.port || 6379), target.hostname);
-    const link = { client, upstream };
+    const link: { client: net.Socket; upstream: net.Socket; subscribed?: boolean } = { client, upstream };
     links.add(link);
+    client.on('data', (chunk: Buffer) => {
+      if (/subscribe/i.test(chunk.toString('latin1'))) link.subscribed = true;
+    });
     client.pipe(upstream);
     upstream.pipe(client);
     const drop = () => {
@@ -34,6 +43,20 @@ export async function startTcpGate(targetUrl: string): Promise<TcpGate> {
   const port = await listenOnLoopback(server);
   return {
     url: `redis://127.0.0.1:${port}`,
+    deafenSubscribers() {
+      let deafened = 0;
+      for (const link of links) {
+        if (!link.subscribed) continue;
+        link.client.unpipe(link.upstream);
+        link.upstream.unpipe(link.client);
+        // Read and dropped from here on, as a black hole would.
+        link.client.removeAllListeners('data');
+        link.client.on('data', () => undefined);
+        link.upstream.on('data', () => undefined);
+        deafened += 1;
+      }
+      return deafened;
+    },
     shut() {
       isOpen = false;
       for (const { client, upstream } of links) {

@@ -1,0 +1,58 @@
+/**
+ * The session-event bus's subscriber goes deaf without closing: a NAT or load balancer that
+ * dropped the idle connection silently, a Redis node that hangs. ioredis never notices (nothing
+ * closes), so it never reconnects, and the instance no longer heard of sessions ended elsewhere:
+ * their streams stayed open on it until their idle deadline (found by red team, on a Cluster
+ * node that hung). Each instance publishes a probe of its own every 5 s; one that does not come
+ * back makes it subscribe again and re-check the sessions it holds.
+ *
+ * Mutation that fails this file (checked by hand): src/redis/pubsub.ts check(), the line
+ * `if (awaited !== undefined && heard < awaited) return renew();` removed.
+ */
+import { randomBytes } from 'node:crypto';
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { openStream } from '../../support/live-streams.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { redisUrlForTests } from '../../support/redis-server.js';
+import { startTcpGate, type TcpGate } from '../../support/tcp-gate.js';
+import { eventually } from '../../support/wait.js';
+
+let provider: TestProvider;
+let gate: TcpGate;
+let a: TestGateway;
+let b: TestGateway;
+
+beforeAll(async () => {
+  const front = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(front.url)] });
+  gate = await startTcpGate(redisUrlForTests());
+  const keyPrefix = `deaf${randomBytes(4).toString('hex')}:`;
+  const session = { secrets: [randomBytes(32).toString('base64url')], encryptionKeys: [randomBytes(32).toString('base64')] };
+  const config = (redisUrl: string) => buildTestConfig({ issuer: provider.issuer, publicUrl: front.url, keyPrefix, redisUrl, session });
+  // A reaches Redis through the gate, on the reserved public URL; B directly, on a port of its own.
+  a = await startTestGateway(config(gate.url), front);
+  b = await startTestGateway(config(redisUrlForTests()));
+}, 60_000);
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  await gate?.close();
+  await provider?.close();
+});
+
+it("closes an instance's event stream of a session ended elsewhere, after its subscriber went deaf", async () => {
+  const client = new BrowserClient();
+  await signIn(client, a.url);
+  const cookie = `${a.config.derived.sessionCookieName}=${client.cookies(a.url)[a.config.derived.sessionCookieName] as string}`;
+  const stream = await openStream(`${a.url}/auth/events`, { cookie });
+  expect(stream.status).toBe(200);
+  await eventually('A subscribed through the gate', 10_000, () => gate.deafenSubscribers() === 1);
+
+  const out = await new BrowserClient().post(`${b.url}/auth/logout`, { headers: { 'x-csrf': '1', cookie } });
+  expect(out.status).toBe(200);
+  await stream.waitForEvent('signed-out', 20_000);
+  expect(a.logs.some((line) => line.includes('"session_events_resubscribed"'))).toBe(true);
+}, 60_000);
