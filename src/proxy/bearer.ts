@@ -154,11 +154,10 @@ export function createCredentialResolver(deps: CredentialDeps) {
     const { auth, tokens } = session;
     if (session.gone) throw sessionGone();
     if (!auth || !tokens?.sealed) throw new GatewayError('login_required');
-    let current: VersionedTokens = { version: tokens.v, tokens: vault.open(session.digest, tokens.sealed) };
-    // Unopenable: tampered, or sealed with a key no longer configured: signed out. Sealed with a
-    // key this process does not have yet (an instance with a newer config refreshed it, a key
-    // roll under way): refused, as a session ended elsewhere is, with the cookie kept.
-    if (!current.tokens) throw vault.sealedElsewhere(tokens.sealed) ? sessionGone() : new GatewayError('login_required');
+    // Sealed with a key this process does not hold: refused as ended elsewhere (openHere).
+    let current: VersionedTokens = { version: tokens.v, tokens: vault.openHere(session.digest, tokens.sealed) };
+    // Tampered: signed out.
+    if (!current.tokens) throw new GatewayError('login_required');
     requireScopes(route, auth, current.tokens);
     // Before any refresh or exchange: a session that cannot call this route gains nothing from one.
     if (route.dpop && !current.tokens.dpopKey) throw notBound();

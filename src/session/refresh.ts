@@ -99,12 +99,8 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
   async function readLatest(digest: string): Promise<VersionedTokens | undefined> {
     const head = await records.peekTokens(digest);
     if (!head) return undefined;
-    const tokens = head.sealed ? vault.open(digest, head.sealed) : undefined;
-    // Written by an instance with a key this one lacks (a key roll under way): refused as a
-    // session ended elsewhere, its cookie kept (as proxy/bearer.ts does on a call's first read).
-    // Read as no tokens, the call cleared the cookie and signed the user out for good.
-    if (tokens === undefined && head.sealed && vault.sealedElsewhere(head.sealed)) throw sessionGone();
-    return { version: head.v, tokens };
+    // A newer set an instance with a key this one lacks wrote is refused (openHere), not read as none.
+    return { version: head.v, tokens: head.sealed ? vault.openHere(digest, head.sealed) : undefined };
   }
 
   function newerThan(latest: VersionedTokens | undefined, seen: VersionedTokens): VersionedTokens | undefined {

@@ -3,14 +3,21 @@
  * a sealed value copied into another session's record does not open there.
  */
 import type { Sealer } from '../crypto/seal.js';
+import { sessionGone } from './gone.js';
 import { parseTokenSet, type TokenSet } from './tokens.js';
 
 export interface TokenVault {
   seal(sessionDigest: string, tokens: TokenSet): string;
   /** undefined when the value does not open (unknown key, tampering) or is not a token set. */
   open(sessionDigest: string, sealed: string): TokenSet | undefined;
-  /** Whether `sealed` names a key this process lacks (Sealer.sealedElsewhere). */
-  sealedElsewhere(sealed: string): boolean;
+  /**
+   * open() for a session a call acts on. A value sealed with a key this process does not hold
+   * (an instance with a newer config wrote it: a key roll under way; or the key was removed)
+   * throws sessionGone(): the call is refused as for a session ended elsewhere, its cookie
+   * kept. Read as no tokens, the call cleared the cookie and signed the user out for good.
+   * undefined only for a value that does not open here otherwise (tampered).
+   */
+  openHere(sessionDigest: string, sealed: string): TokenSet | undefined;
   /** Drops what this process remembers of a session's opened tokens (it ended). */
   forget(sessionDigest: string): void;
   /**
@@ -28,21 +35,26 @@ export interface TokenVault {
 export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault {
   // By session: the latest sealed value seen and what it opened to.
   const opened = new Map<string, { sealed: string; tokens: TokenSet }>();
+  function open(d: string, sealed: string): TokenSet | undefined {
+    const hit = opened.get(d);
+    if (hit && hit.sealed === sealed) return hit.tokens;
+    const json = sealer.open(sealed, d);
+    const tokens = json === undefined ? undefined : parseTokenSet(json);
+    if (tokens && cacheSize > 0) {
+      // Oldest first out: Map keeps insertion order.
+      if (!hit && opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
+      opened.set(d, { sealed, tokens });
+    }
+    return tokens;
+  }
   return {
     seal: (d, tokens) => sealer.seal(JSON.stringify(tokens), d),
-    open(d, sealed) {
-      const hit = opened.get(d);
-      if (hit && hit.sealed === sealed) return hit.tokens;
-      const json = sealer.open(sealed, d);
-      const tokens = json === undefined ? undefined : parseTokenSet(json);
-      if (tokens && cacheSize > 0) {
-        // Oldest first out: Map keeps insertion order.
-        if (!hit && opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
-        opened.set(d, { sealed, tokens });
-      }
+    open,
+    openHere(d, sealed) {
+      const tokens = open(d, sealed);
+      if (tokens === undefined && sealer.sealedElsewhere(sealed)) throw sessionGone();
       return tokens;
     },
-    sealedElsewhere: (sealed) => sealer.sealedElsewhere(sealed),
     forget: (d) => void opened.delete(d),
     openEnded(d, sealed) {
       opened.delete(d);

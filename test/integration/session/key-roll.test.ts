@@ -15,15 +15,14 @@
  * - src/http/proxy-routes.ts attachCredential: `forgetCookieIfSignedOut(res, err, session?.auth
  *   !== undefined)` back to `…, req.headers.cookie?.includes(sessionCookie) === true)`: the
  *   one-roll "signed in through a new instance" test (the old one cleared the cookie).
- * - src/proxy/bearer.ts userAccessToken: `vault.sealedElsewhere(tokens.sealed) ? sessionGone() :`
- *   dropped: the one-roll "refreshed by a new instance" test.
+ * - src/session/vault.ts openHere: the `sealer.sealedElsewhere(sealed)) throw sessionGone()` line
+ *   removed: the one-roll "refreshed by a new instance" and refresh-race tests (a call's first
+ *   read, in proxy/bearer.ts, and a refresh's newer set, in session/refresh.ts, both use it).
  * - src/session/registry.ts list: the `if (!stored && (await records.exist(…))[0] === true)
  *   continue;` line dropped: the one-roll sessions-list test.
  * - src/session/provider-logouts.ts ofAnotherUser: its return made `return stored ?
  *   userOf(stored) !== user : (await records.exist([d]))[0] === true;` (0.6.5: a record that
  *   does not read counted as another user's): the one-roll back-channel logout test.
- * - src/session/refresh.ts readLatest: the `sealedElsewhere(…) throw sessionGone()` line removed:
- *   the one-roll refresh-race test.
  * - src/crypto/seal.ts open(): `const key = byKid.get(parts[1] as string);` made
  *   `parts[1] === currentKid ? current : undefined` (only the first key opens): both rolls fail.
  */

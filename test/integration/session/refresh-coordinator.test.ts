@@ -204,8 +204,8 @@ describe('single-flight refresh across processes', () => {
 
   // Found by review: an instance of a key roll that lacks the new key, waiting while one that has
   // it refreshed, read the newer set as no tokens (login_required), and its call cleared the
-  // cookie. Fails if, in src/session/refresh.ts readLatest, the `sealedElsewhere(…) throw
-  // sessionGone()` line is removed.
+  // cookie. Fails if src/session/refresh.ts readLatest opens with `vault.open` again instead of
+  // `vault.openHere`, or openHere's `sealedElsewhere(sealed)) throw sessionGone()` line is removed.
   it('refuses a newer set sealed with a key it lacks as a session ended elsewhere (its cookie kept), not as signed out', async () => {
     const a = process_();
     const d = await newSession(a.records, initial);
