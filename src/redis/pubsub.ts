@@ -51,6 +51,8 @@ export const PROBE_MS = 5000;
 /** Probes start so; every instance drops them (its own count as heard). */
 const PROBE = 'probe:';
 
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
+
 export function createRedisTransport(client: RedisClient, channel: string, options: RedisTransportOptions = {}): BusTransport {
   let subscriber: RedisClient | undefined;
   let probe: NodeJS.Timeout | undefined;
@@ -65,13 +67,14 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
       let heard = 0;
       /** The probe a deaf subscription would have missed: published, and a period given to come back. */
       let awaited: number | undefined;
-      let listening = false;
+      /** Whether the current subscriber has subscribed (a replaced one's listeners are gone). */
+      let subscribed = false;
 
-      /** `renewal`: a deaf subscription replaced, whose lost events the instance re-checks. */
-      function open(renewal: boolean): void {
+      /** `missed`: events may have been published while nothing heard them (a deaf subscription replaced). */
+      function open(missed: boolean): void {
         const sub = createSubscriber(client);
         subscriber = sub;
-        listening = false;
+        subscribed = false;
         sub.on('error', (err: Error) => options.onError?.(err));
         sub.on('message', (from: string, message: string) => {
           if (from !== channel) return;
@@ -81,7 +84,6 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
           }
           onMessage(message);
         });
-        let subscribed = false;
         let lost = false;
         sub.on('close', () => {
           if (subscribed) lost = true;
@@ -94,23 +96,21 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
             onReconnect();
           }
         });
-        let failed = renewal;
         const start = () => {
           if (closed || subscriber !== sub) return;
           connected(sub)
             .then(() => sub.subscribe(channel))
             .then(() => {
               subscribed = true;
-              listening = true;
               // Events published before this subscription reached nobody here.
-              if (failed) onReconnect();
+              if (missed) onReconnect();
             })
             .catch((err: unknown) => {
-              options.onError?.(err instanceof Error ? err : new Error(String(err)));
+              options.onError?.(asError(err));
               // A first connection that failed is not retried by ioredis once connect() rejected
               // with lazyConnect: try again, bounded by closing.
               if (!subscribed && !closed) {
-                failed = true;
+                missed = true;
                 sub.disconnect();
                 setTimeout(start, 1000).unref();
               }
@@ -130,7 +130,7 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
       }
 
       function check(): void {
-        if (closed || !listening) return;
+        if (closed || !subscribed) return;
         if (awaited !== undefined && heard < awaited) return renew();
         awaited = undefined;
         const n = ++sent;
@@ -143,12 +143,11 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
         );
       }
       probe = setInterval(() => {
-        // A throw would end the interval (Node re-arms it after the callback): ioredis may throw
-        // at once rather than reject.
+        // Nothing may escape a timer (an uncaught exception): a client may throw rather than reject.
         try {
           check();
         } catch (err) {
-          options.onError?.(err instanceof Error ? err : new Error(String(err)));
+          options.onError?.(asError(err));
         }
       }, options.probeMs ?? PROBE_MS);
       probe.unref();
