@@ -34,6 +34,7 @@ import type { SessionEvent, SessionEvents } from '../session/events.js';
 import type { HeldSessions } from '../session/held.js';
 import { sessionEndsAt } from '../session/data.js';
 import { userDigest } from '../session/user-index.js';
+import { createOpenCount } from '../proxy/streams.js';
 
 export interface EventsRouteDeps {
   config: Config;
@@ -82,39 +83,32 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
   const maxPerUser = deps.maxPerUser ?? 32;
   const maxOpen = deps.maxOpen ?? 10_000;
   const open = new Set<Response>();
-  /** Open streams by session digest and by user (`u ` + userDigest). */
-  const counts = new Map<string, number>();
-  const add = (key: string, n: number) => {
-    const left = (counts.get(key) ?? 0) + n;
-    if (left > 0) counts.set(key, left);
-    else counts.delete(key);
-  };
+  // Open streams by session digest and by user digest, each counted until it closes.
+  const perSession = createOpenCount();
+  const perUser = createOpenCount();
   const router = Router();
 
   // One timer for every stream, running only while some are open.
   let heartbeat: NodeJS.Timeout | undefined;
-  function track(res: Response, digest: string, user: string): void {
+  function track(res: Response): void {
     open.add(res);
-    add(digest, 1);
-    add(user, 1);
     heartbeat ??= setInterval(() => {
       // An ended stream stays here until its connection closes: never write after its end.
       for (const r of open) if (!r.writableEnded) r.write(': heartbeat\n\n');
     }, heartbeatMs);
   }
-  function untrack(res: Response, digest: string, user: string): void {
+  function untrack(res: Response): void {
     open.delete(res);
-    add(digest, -1);
-    add(user, -1);
     if (open.size === 0) {
       clearInterval(heartbeat);
       heartbeat = undefined;
     }
   }
-  function refuseIfFull(digest: string, user: string): void {
-    const tooMany = (counts.get(digest) ?? 0) >= maxPerSession
+  /** Counts `res` as its session's and its user's until it closes (a refused one closes with its 429), or throws 429. */
+  function admit(res: Response, digest: string, user: string): void {
+    const tooMany = !perSession.admit(digest, res, maxPerSession)
       ? 'This session has too many event streams open.'
-      : (counts.get(user) ?? 0) >= maxPerUser
+      : !perUser.admit(user, res, maxPerUser)
         ? 'This user has too many event streams open.'
       : open.size >= maxOpen
         ? 'This gateway holds too many event streams.'
@@ -148,8 +142,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     if (req.socket.destroyed) return;
     const { digest } = session;
     const { auth } = session;
-    const user = `u ${userDigest(auth.iss, auth.sub)}`;
-    refuseIfFull(digest, user);
+    admit(res, digest, userDigest(auth.iss, auth.sub));
 
     res.writeHead(200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
@@ -166,7 +159,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
       res.write(`id: ${id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
     };
 
-    track(res, digest, user);
+    track(res);
     metrics.openEventStreams.inc();
     const endsAt = sessionEndsAt(auth, absoluteTimeoutSeconds);
     const notice = () => send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
@@ -189,7 +182,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
       clearTimeout(noticeTimer);
       release();
       unsubscribe();
-      untrack(res, digest, user);
+      untrack(res);
       metrics.openEventStreams.dec();
     });
   });

@@ -5,11 +5,12 @@
  * shared heartbeat. Real provider, real Redis, one in-process gateway with small caps.
  *
  * Mutation checks (done by hand once):
- *   - src/http/events-route.ts: delete the line `refuseIfFull(digest);` → the fourth stream of a
- *     session opens with 200 and "refuses the stream past the per-session cap" fails.
- *   - src/http/events-route.ts, untrack(): `const left = (perSession.get(digest) ?? 1) - 1;` →
- *     `- 0` → a closed stream never gives its place back and "a closed stream gives its place
- *     back" fails with 429.
+ *   - src/http/events-route.ts: delete the line `admit(res, digest, userDigest(auth.iss, auth.sub));`
+ *     → the fourth stream of a session opens with 200 and "refuses the stream past the
+ *     per-session cap" fails.
+ *   - src/proxy/streams.ts createOpenCount (which counts them): `const left = (open.get(key) ?? 1)
+ *     - 1;` → `- 0` → a closed stream never gives its place back and "a closed stream gives its
+ *     place back" fails with 429.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';

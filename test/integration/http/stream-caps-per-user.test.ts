@@ -7,7 +7,7 @@
  * Mutations that fail this file (checked by hand):
  * - src/proxy/streams.ts createStreamLimit: the per-user check `if (auth !== undefined && …)`
  *   made `if (false)`: the WebSocket test (alice held 160).
- * - src/http/events-route.ts refuseIfFull: `(counts.get(user) ?? 0) >= maxPerUser` made `false`:
+ * - src/http/events-route.ts admit: `!perUser.admit(user, res, maxPerUser)` made `false`:
  *   the event-stream test.
  */
 import net from 'node:net';
