@@ -16,7 +16,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Metrics } from '../observability/metrics.js';
-import type { HeldSessions, SignedInAt } from '../session/held.js';
+import type { SignedInAt } from '../session/data.js';
+import type { HeldSessions } from '../session/held.js';
 import { GatewayError } from '../errors.js';
 import { createDeadlines } from './deadlines.js';
 import { userDigest } from '../session/user-index.js';

@@ -23,13 +23,16 @@ export interface AuthData {
   authTime?: number;
 }
 
+/** What a session's absolute end is judged on (sessionEndsAt). */
+export type SignedInAt = Pick<AuthData, 'createdAt' | 'endsAt'>;
+
 /**
  * When a session is over: its sign-in's own end, or sooner if the absolute timeout was shortened
  * since. Never later: a timeout lengthened since sign-in does not stretch the session past the
  * cookie's lifetime and its index entries (written for the old one), where a copied cookie
  * lived on, missing from the sessions list and untouched by a back-channel logout.
  */
-export function sessionEndsAt(auth: Pick<AuthData, 'createdAt' | 'endsAt'>, absoluteTimeoutSeconds: number): number {
+export function sessionEndsAt(auth: SignedInAt, absoluteTimeoutSeconds: number): number {
   const configured = auth.createdAt + absoluteTimeoutSeconds * 1000;
   return auth.endsAt !== undefined && auth.endsAt < configured ? auth.endsAt : configured;
 }

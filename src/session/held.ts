@@ -20,7 +20,7 @@
  *
  * A Redis error never ends anything: the check is tried again later.
  */
-import { sessionEndsAt, type AuthData } from './data.js';
+import { sessionEndsAt, type SignedInAt } from './data.js';
 import type { EndReason, SessionEvents } from './events.js';
 
 export interface HeldEnd {
@@ -68,9 +68,6 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 const EXPIRY_MARGIN_MS = 250;
 /** The first retry of a failed recheck after the bus came back. */
 const RECHECK_FIRST_RETRY_MS = 250;
-
-/** What the absolute timeout is judged on (sessionEndsAt). */
-export type SignedInAt = Pick<AuthData, 'createdAt' | 'endsAt'>;
 
 interface Entry {
   holders: Set<OnEnd>;
