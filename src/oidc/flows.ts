@@ -67,11 +67,14 @@ function granted(
 ): GrantedTokens {
   const answered = response.expiresIn();
   const expiresIn = answered === undefined || answered < 1 ? undefined : Math.min(Math.floor(answered), MAX_TOKEN_LIFETIME_SECONDS);
+  // A refresh's ID token serves only as the logout's id_token_hint: one past the limit (a
+  // profile field grown since sign-in) is not kept, the sign-in's goes on serving.
+  const idToken = response.id_token !== undefined && response.id_token.length <= MAX_ID_TOKEN_LENGTH ? response.id_token : previous?.idToken;
   return {
     accessToken: response.access_token,
     // RFC 6749 §6: keep the old refresh token when the provider issues none.
     ...(response.refresh_token ?? previous?.refreshToken ? { refreshToken: response.refresh_token ?? previous?.refreshToken } : {}),
-    ...(response.id_token ?? previous?.idToken ? { idToken: response.id_token ?? previous?.idToken } : {}),
+    ...(idToken ? { idToken } : {}),
     ...(expiresIn !== undefined ? { expiresAt: Math.floor(clock() / 1000) + expiresIn, lifetime: expiresIn } : {}),
     // `""` grants no scope (oidc-provider answers so for a resource whose scopes were all
     // declined); only an absent scope means the one asked for (RFC 6749 §5.1), or kept (§6).
