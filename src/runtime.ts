@@ -11,7 +11,7 @@ import { annotateClientFetch, annotateRefresh, traceClientTokens, traceRecords, 
 import { createTracing, type Tracing } from './observability/tracing.js';
 import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
 import { pushedRequestMismatch } from './oidc/authorization-request.js';
-import { clientCredentials } from './oidc/flows.js';
+import { clientCredentials } from './oidc/grants.js';
 import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';

@@ -1,8 +1,45 @@
+import * as oidc from 'openid-client';
 import type { Logger } from '../observability/logger.js';
-import type { ProviderHandle } from './client.js';
+import type { ProviderHandle, ProviderState } from './client.js';
 import { describeProviderError } from './errors.js';
-import { revokeTokens, type GrantedTokens } from './flows.js';
+import type { GrantedTokens } from './granted.js';
 import type { TokenSet } from '../session/tokens.js';
+
+/** At most this many further access tokens (resource and exchanged ones) are revoked per session. */
+export const MAX_EXTRA_REVOCATIONS = 16;
+
+/**
+ * RFC 7009, best effort: the refresh token first (revoking it ends the grant at most
+ * providers), then the access token and `extraAccessTokens` (RFC 8707 resource tokens, RFC 8693
+ * exchanged tokens: a provider that does not tie them to the grant would let them live on),
+ * those at once, so that the whole takes at most two provider timeouts whatever their number.
+ * Duplicates are sent once, and at most MAX_EXTRA_REVOCATIONS extra tokens. Never retried (a
+ * failure is reported to `onError`). Resolves to the number of failed calls.
+ */
+export async function revokeTokens(
+  provider: ProviderState,
+  tokens: GrantedTokens,
+  onError: (err: unknown) => void,
+  extraAccessTokens: readonly string[] = [],
+): Promise<number> {
+  if (!provider.metadata.revocation_endpoint) return 0;
+  let failures = 0;
+  const revoke = async (token: string, hint: string) => {
+    try {
+      await oidc.tokenRevocation(provider.configuration, token, { token_type_hint: hint });
+    } catch (err) {
+      // RFC 7009 §2.2.1: providers answer this for self-contained (JWT) access tokens, which
+      // they cannot revoke; the refresh token's revocation already ended the grant.
+      if (err instanceof oidc.ResponseBodyError && err.error === 'unsupported_token_type') return;
+      failures += 1;
+      onError(err);
+    }
+  };
+  if (tokens.refreshToken) await revoke(tokens.refreshToken, 'refresh_token');
+  const access = [...new Set([tokens.accessToken, ...extraAccessTokens.slice(0, MAX_EXTRA_REVOCATIONS)])];
+  await Promise.all(access.map((token) => revoke(token, 'access_token')));
+  return failures;
+}
 
 /** The session's further access tokens: per resource (RFC 8707) and per exchange (RFC 8693). */
 function extraAccessTokens(tokens: Pick<TokenSet, 'resources' | 'exchanged'>): string[] {
@@ -40,7 +77,7 @@ export interface RevokerOptions {
   waitMs?: number;
   inFlight?: number;
   queued?: number;
-  /** The revocation itself (flows.ts revokeTokens; replaced in unit tests). */
+  /** The revocation itself (revokeTokens above; replaced in unit tests). */
   revokeTokens?: typeof revokeTokens;
 }
 

@@ -11,7 +11,7 @@
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { exchangeToken, refreshTokens } from '../oidc/flows.js';
+import { exchangeToken, refreshTokens } from '../oidc/grants.js';
 import type { TokenDpop } from '../oidc/dpop.js';
 import type { DpopNonces } from '../redis/dpop-nonces.js';
 import type { AuthData, SealedTokens } from '../session/data.js';
@@ -169,7 +169,7 @@ export function createCredentialResolver(deps: CredentialDeps) {
     let renewedRefused = false;
     // A token just renewed is not due again in the same call: it is renewed at most half its
     // lifetime before it expires (session/tokens.ts renewalMargin), and it lives a second at
-    // least (a shorter expires_in is read as not stated: oidc/flows.ts granted).
+    // least (a shorter expires_in is read as not stated: oidc/granted.ts granted).
     for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
       const token = current.tokens ? routeToken(current.tokens, route) : undefined;
       const isRefused = token !== undefined && token.accessToken === refused?.token;

@@ -18,7 +18,7 @@ export function requireScopes(route: CompiledRoute, auth: AuthData, tokens: Toke
 }
 
 /**
- * grantedScopes (oidc/flows.ts) asked about one scope, without building the list on every call:
+ * grantedScopes (oidc/granted.ts) asked about one scope, without building the list on every call:
  * `openid`, or listed in the token set's `scope`, or (none stated) in what sign-in recorded.
  */
 function holdsScope(auth: AuthData, tokens: TokenSet, scope: string): boolean {

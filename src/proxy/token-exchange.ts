@@ -14,7 +14,8 @@
 import type { CompiledRoute } from './routes.js';
 import type { RefreshFn } from '../session/refresh.js';
 import { lifeOf, nowSeconds, type ResourceToken, type TokenSet } from '../session/tokens.js';
-import type { ExchangeRequest, GrantedTokens } from '../oidc/flows.js';
+import type { ExchangeRequest } from '../oidc/grants.js';
+import type { GrantedTokens } from '../oidc/granted.js';
 import { GatewayError } from '../errors.js';
 import { digest } from '../redis/keys.js';
 import { createGrantBackoff } from './grant-backoff.js';

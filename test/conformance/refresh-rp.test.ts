@@ -10,9 +10,9 @@
  * reach an upstream.
  *
  * Mutation checks (each applied alone in a scratch worktree, the file run, reverted):
- * - src/oidc/flows.ts granted: `accessToken: response.access_token` ->
+ * - src/oidc/granted.ts granted: `accessToken: response.access_token` ->
  *   `accessToken: previous?.accessToken ?? response.access_token`: refresh-token fails.
- * - src/oidc/flows.ts refreshTokens: the subject check disabled (`if (false && claims && ...)`):
+ * - src/oidc/grants.ts refreshTokens: the subject check disabled (`if (false && claims && ...)`):
  *   refresh-token-invalid-sub fails (the new token reaches the upstream).
  * - refresh-token-invalid-issuer: no line of src/ to change: openid-client (oauth4webapi) compares
  *   the refreshed ID token's iss with the metadata issuer inside refreshTokenGrant.

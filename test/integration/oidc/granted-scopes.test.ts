@@ -77,7 +77,7 @@ describe('a provider that grants fewer scopes than requested', () => {
     }
   });
 
-  // Fails if, in src/oidc/flows.ts granted(), an empty scope is read as not stated again
+  // Fails if, in src/oidc/granted.ts granted(), an empty scope is read as not stated again
   // (`response.scope !== undefined ?` → `response.scope ?`): the session then held every scope
   // it asked for, and the route was proxied with the token (found by red team).
   it('grants none of a resource\'s scopes: oidc-provider answers scope "", and the session holds openid only', async () => {

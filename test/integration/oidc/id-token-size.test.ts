@@ -7,7 +7,7 @@
  *
  * Mutations that fail this file (checked by hand): src/oidc/flows.ts completeAuthorization, the
  * `if (response.id_token.length > MAX_ID_TOKEN_LENGTH)` check made `if (false)` (sign-in
- * case); granted(), `response.id_token.length <= MAX_ID_TOKEN_LENGTH` made `true` (refresh case).
+ * case); src/oidc/granted.ts granted(), `response.id_token.length <= MAX_ID_TOKEN_LENGTH` made `true` (refresh case).
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';

@@ -239,7 +239,7 @@ describe('a refresh that grants fewer scopes', () => {
 });
 
 describe('a refresh that grants no scope at all', () => {
-  // Fails if, in src/oidc/flows.ts granted(), an empty scope is read as not stated again
+  // Fails if, in src/oidc/granted.ts granted(), an empty scope is read as not stated again
   // (`response.scope !== undefined ?` → `response.scope ?`): the sign-in's scope was carried on,
   // and email stayed open after the provider withdrew everything (found by red team).
   it('answered scope "": every route needing a scope is 403, and /auth/user lists openid only', async () => {
@@ -354,8 +354,8 @@ describe('a token of the wrong type for a bearer session', () => {
   /** The provider's own answer to `grantType`, its token_type changed to DPoP (issued without a proof). */
   const boundAnswers = (grantType: string) => grantAnswersWith(grantType, { token_type: 'DPoP' });
 
-  // Both fail if, in src/oidc/flows.ts, `else requireBearer(...)` is removed from
-  // completeAuthorization or from refreshTokens: the DPoP-bound token was kept and sent as
+  // Both fail if `else requireBearer(...)` is removed from completeAuthorization
+  // (src/oidc/flows.ts) or from refreshTokens (src/oidc/grants.ts): the DPoP-bound token was kept and sent as
   // Bearer, which no API accepts, on every call.
   it('at the callback: 400 invalid_request, no session', async () => {
     const client = new BrowserClient();
@@ -375,7 +375,7 @@ describe('a token of the wrong type for a bearer session', () => {
     expect(upstream.requests).toHaveLength(0);
   });
 
-  // Fails if, in src/oidc/flows.ts clientCredentials, `requireBearer(response, ...)` is removed:
+  // Fails if, in src/oidc/grants.ts clientCredentials, `requireBearer(response, ...)` is removed:
   // the DPoP-bound token was cached and sent as Bearer on every `auth: client` call until it expired.
   it('at a client-credentials grant (never with a proof): 502 token_refresh_failed, nothing cached, the upstream not called', async () => {
     const cached = async () => gw.runtime.redis.keys(`${gw.config.redis.keyPrefix}cc:*`);
@@ -426,7 +426,7 @@ describe('a provider whose tokens live no longer than the refresh skew', () => {
 });
 
 describe('a provider stating expires_in 0', () => {
-  // Both fail if, in src/oidc/flows.ts granted, `|| answered < 1` is removed: a token that
+  // Both fail if, in src/oidc/granted.ts granted, `|| answered < 1` is removed: a token that
   // expires as it is issued was due again at once, a grant (or three refreshes) per call.
   it('a client token: kept as one of unstated lifetime, one grant for all calls', async () => {
     await forgetClientTokens();
@@ -566,7 +566,7 @@ describe('client credentials', () => {
     expect(line).toMatchObject({ level: 50, failure: 'grant_ended', reason: 'OAUTH_RESPONSE_IS_NOT_JSON (HTTP 400)' });
   });
 
-  // Fails if, in oidc/flows.ts granted, `expiresIn` is the provider's number as it came
+  // Fails if, in oidc/granted.ts granted, `expiresIn` is the provider's number as it came
   // (`const expiresIn = answered;`): Redis refused the cache's `EX 1e+300`, so every call was a
   // new grant and a 503 session_store_unavailable.
   it('an expires_in past any token lifetime (1e300) is read as a year at most: served, one grant for all calls', async () => {

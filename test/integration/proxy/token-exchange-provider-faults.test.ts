@@ -10,7 +10,7 @@
  * - src/proxy/token-exchange.ts rememberRefusals: `if (err instanceof GatewayError)` →
  *   `if (err instanceof GatewayError && err.code === 'insufficient_scope')` (as it was): the four
  *   outage cases fail (10 exchanges for 10 calls).
- * - src/oidc/flows.ts exchangeToken: drop the `response.access_token === subjectToken` check:
+ * - src/oidc/grants.ts exchangeToken: drop the `response.access_token === subjectToken` check:
  *   "answered with the subject token itself" fails (the session's token reached the ledger).
  */
 import { BrowserClient } from '../../support/browser-client.js';

@@ -1,17 +1,17 @@
 /**
- * Token requests with a DPoP proof (src/oidc/flows.ts + src/oidc/dpop.ts): openid-client runs
+ * Token requests with a DPoP proof (src/oidc/grants.ts + src/oidc/dpop.ts): openid-client runs
  * for real, only its transport is a function answering what a provider would. A nonce the
  * provider asks for is sent on the one retry; the shared nonce is sent from the start; a nonce
  * refused twice keeps the session (502, not an ended grant); a bearer answer is refused.
  *
  * Mutation that fails it (checked by hand): in src/oidc/errors.ts, drop `|| error ===
  * 'use_dpop_nonce'` from the transient case: a twice-refused nonce ends the session. And in
- * src/oidc/flows.ts refreshTokens, `response.refresh_token ? 'login_required' :
+ * src/oidc/grants.ts refreshTokens, `response.refresh_token ? 'login_required' :
  * 'token_refresh_failed'` → `'token_refresh_failed'`: "refuses a bearer token…" fails (the session
  * would keep a refresh token the provider had rotated away).
  */
 import { decodeJwt } from 'jose';
-import { refreshTokens } from '../../../src/oidc/flows.js';
+import { refreshTokens } from '../../../src/oidc/grants.js';
 import { ISSUER, json, providerAnswering } from '../../support/provider-answering.js';
 import { GatewayError } from '../../../src/errors.js';
 import { generateDpopKey, jwkThumbprint } from '../../../src/crypto/dpop.js';

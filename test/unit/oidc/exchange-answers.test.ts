@@ -3,11 +3,11 @@
  * as one, as a JWT, or not labelled (lenient providers) is taken; a refresh token, an ID token or
  * a non-bearer token is not.
  *
- * Mutation check (by hand, once): src/oidc/flows.ts exchangeToken: drop
+ * Mutation check (by hand, once): src/oidc/grants.ts exchangeToken: drop
  * `&& response.issued_token_type !== JWT_TOKEN_TYPE` → the JWT-labelled answer is refused and the
  * first test fails.
  */
-import { exchangeToken } from '../../../src/oidc/flows.js';
+import { exchangeToken } from '../../../src/oidc/grants.js';
 import { GatewayError } from '../../../src/errors.js';
 import { json, providerAnswering } from '../../support/provider-answering.js';
 
@@ -22,7 +22,7 @@ describe('exchangeToken', () => {
     }
   });
 
-  // Fails if, in src/oidc/flows.ts granted, `|| answered < 1` is removed: a token issued with
+  // Fails if, in src/oidc/granted.ts granted, `|| answered < 1` is removed: a token issued with
   // expires_in 0 was due again at once, and each call made three exchanges (grants, refreshes).
   it('reads an expires_in below one second as not stated (the exchanged token is then kept the default lifetime)', async () => {
     for (const expiresIn of [0, 0.5]) {

@@ -6,7 +6,7 @@
 import * as oidc from 'openid-client';
 import type { JWTVerifyGetKey } from 'jose';
 import { classifyGrantFailure, describeProviderError } from '../../../src/oidc/errors.js';
-import { clientCredentials, refreshTokens } from '../../../src/oidc/flows.js';
+import { clientCredentials, refreshTokens } from '../../../src/oidc/grants.js';
 import type { ProviderState } from '../../../src/oidc/client.js';
 import { GatewayError } from '../../../src/errors.js';
 

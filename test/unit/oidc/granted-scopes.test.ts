@@ -1,4 +1,4 @@
-import { grantedScopes } from '../../../src/oidc/flows.js';
+import { grantedScopes } from '../../../src/oidc/granted.js';
 
 describe('the scopes a session holds', () => {
   const requested = ['openid', 'profile', 'email', 'offline_access', 'api:read', 'orders:write'];

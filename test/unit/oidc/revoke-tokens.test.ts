@@ -1,5 +1,5 @@
 /**
- * RFC 7009 revocation of a session's tokens (src/oidc/flows.ts revokeTokens): openid-client runs
+ * RFC 7009 revocation of a session's tokens (src/oidc/revocation.ts revokeTokens): openid-client runs
  * for real, only its transport is a function answering what a provider would. The refresh token
  * goes first and alone; then the access token and the extra (resource, exchanged) access tokens
  * at once, each once, at most MAX_EXTRA_REVOCATIONS extras; a JWT the provider cannot revoke is
@@ -10,7 +10,7 @@
  */
 import * as oidc from 'openid-client';
 import type { JWTVerifyGetKey } from 'jose';
-import { MAX_EXTRA_REVOCATIONS, revokeTokens } from '../../../src/oidc/flows.js';
+import { MAX_EXTRA_REVOCATIONS, revokeTokens } from '../../../src/oidc/revocation.js';
 import type { ProviderState } from '../../../src/oidc/client.js';
 
 const ISSUER = 'https://idp.example';
