@@ -25,13 +25,13 @@ import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
 import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
 import { createSessionEvents, type SessionEvents } from './session/events.js';
 import { createHeldSessions, type HeldSessions } from './session/held.js';
-import { createSessionRecords, type SessionRecords } from './session/records.js';
+import { createSessionRecords, createViewCache, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinator } from './session/refresh.js';
 import type { TokenSet } from './session/tokens.js';
 import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
 import { RedisSessionStore } from './session/store.js';
 import { createTransactions, TRANSACTION_TTL_SECONDS, type Transactions } from './session/transactions.js';
-import { createTokenVault, type TokenVault } from './session/vault.js';
+import { createOpenedCache, createTokenVault, type TokenVault } from './session/vault.js';
 
 export { StartupError } from './startup.js';
 
@@ -100,8 +100,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
 
   const keys = createKeys(config.redis.keyPrefix);
   const sealer = createSealer(config.session.encryptionKeys);
-  const vault = createTokenVault(sealer);
+  const openedCache = createOpenedCache();
+  const viewCache = createViewCache();
+  metrics.measureCaches({ views: () => viewCache.bytes, tokens: () => openedCache.bytes });
+  const vault = createTokenVault(sealer, openedCache);
   const untracedRecords = createSessionRecords({
+    viewCache,
     redis,
     keys,
     sealer,

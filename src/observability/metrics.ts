@@ -27,6 +27,8 @@ export interface Metrics {
    * /readyz says, as a series an alert can watch (e.g. Redis down on every instance).
    */
   watchDependencies(checks: Record<string, () => Promise<boolean> | boolean>): void;
+  /** Where `bff_session_cache_bytes{cache}` reads each per-process cache's estimated size at scrape time. */
+  measureCaches(sizes: Record<string, () => number>): void;
   /** Records a Redis operation: its latency by operation, and a command error when it failed. */
   observeRedis(operation: string, seconds: number, failed: boolean): void;
   upstreamErrors: Counter<'route' | 'kind'>;
@@ -84,6 +86,16 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       );
     },
   });
+  let caches: Record<string, () => number> = {};
+  new Gauge({
+    name: 'bff_session_cache_bytes',
+    help: "Estimated bytes held by this process's caches of sessions read (views: parsed records; tokens: opened token sets), each bounded (README, Resource bounds).",
+    labelNames: ['cache'],
+    registers,
+    collect() {
+      for (const [name, size] of Object.entries(caches)) this.set({ cache: name }, size());
+    },
+  });
   const redisLatency = new LeanHistogram(
     'bff_redis_command_duration_seconds',
     'Time of Redis operations, by operation (session_read is the one behind every proxied call), failures included.',
@@ -107,6 +119,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     },
     watchDependencies(checks) {
       dependencies = checks;
+    },
+    measureCaches(sizes) {
+      caches = sizes;
     },
     observeRedis(operation, seconds, failed) {
       let child = latencyByOperation.get(operation);

@@ -20,6 +20,7 @@ import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Keys } from '../redis/keys.js';
 import { sessionEndsAt, type AuthData, type SealedTokens } from './data.js';
 import { createRecordCodec, type StoredSession } from './record-codec.js';
+import { createBoundedCache, type BoundedCache } from './bounded-cache.js';
 
 export { deserializeRecord, serializeRecord, type RawRecord, type StoredSession } from './record-codec.js';
 
@@ -129,10 +130,25 @@ export interface SessionRecordsOptions {
   idleTimeoutSeconds: number;
   absoluteTimeoutSeconds: number;
   clock?: () => number;
-  /** How many parsed views view() keeps (one per session); default 10,000. */
-  viewCacheSize?: number;
+  /** The parsed views view() keeps, one per session (default: createViewCache()'s bounds). */
+  viewCache?: ViewCache;
   /** Told the duration and outcome of every operation (metrics). */
   observe?: RedisObserver;
+}
+
+export interface CachedView {
+  raw: Buffer;
+  view: SessionView;
+  endsAt: number | undefined;
+}
+export type ViewCache = BoundedCache<CachedView>;
+
+/**
+ * One parsed view per session, at most `maxEntries` and about `maxBytes`: the stored bytes
+ * (kept to compare) and what parsing them made, about as many again.
+ */
+export function createViewCache(maxEntries = 10_000, maxBytes = 64 * 1024 * 1024): ViewCache {
+  return createBoundedCache({ maxEntries, maxBytes, sizeOf: (cached: CachedView) => 2 * cached.raw.length + 1024 });
 }
 
 /**
@@ -181,8 +197,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
   // The stored bytes are the cache's proof: a view is reused only while Redis returns the very
   // same value. The reply is read as a Buffer (a view on the socket's read, no string made) and
   // compared byte for byte; only a new value is decoded and parsed.
-  const views = new Map<string, { raw: Buffer; view: SessionView; endsAt: number | undefined }>();
-  const viewCacheSize = options.viewCacheSize ?? 10_000;
+  const views = options.viewCache ?? createViewCache();
   // Synchronous when the stored bytes are the ones last seen (every steady-state call): no
   // promise and no extra turn of the microtask queue for the common case.
   function readView(digest: string, raw: Buffer | null): SessionView | undefined | Promise<SessionView | undefined> {
@@ -206,7 +221,6 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     return remember(digest, raw, freezeView(session), session.auth && sessionEndsAt(session.auth, absoluteTimeoutSeconds));
   }
   function remember(digest: string, raw: Buffer, view: SessionView, endsAt: number | undefined): SessionView {
-    if (views.size >= viewCacheSize) views.delete(views.keys().next().value as string);
     // A copy: the reply may be a slice of a much larger socket read, which it would keep alive.
     views.set(digest, { raw: Buffer.from(raw), view, endsAt });
     return view;

@@ -3,6 +3,7 @@
  * a sealed value copied into another session's record does not open there.
  */
 import type { Sealer } from '../crypto/seal.js';
+import { createBoundedCache, type BoundedCache } from './bounded-cache.js';
 import { sessionGone } from './gone.js';
 import { parseTokenSet, type TokenSet } from './tokens.js';
 
@@ -27,24 +28,30 @@ export interface TokenVault {
   openEnded(sessionDigest: string, sealed: string | undefined): TokenSet | undefined;
 }
 
+/** By session: the latest sealed value seen and what it opened to. */
+export interface OpenedTokens {
+  sealed: string;
+  tokens: TokenSet;
+}
+export type OpenedCache = BoundedCache<OpenedTokens>;
+
+/** At most `maxEntries` token sets and about `maxBytes`: the sealed text and the set it opened to. */
+export function createOpenedCache(maxEntries = 10_000, maxBytes = 64 * 1024 * 1024): OpenedCache {
+  return createBoundedCache({ maxEntries, maxBytes, sizeOf: (entry: OpenedTokens) => 2 * entry.sealed.length + 512 });
+}
+
 /**
- * @param cacheSize how many sessions' opened token sets to keep. An entry is used only while
- *   the stored sealed value is the very one it came from (each write has a fresh IV), so a
- *   steady stream of calls on one session opens its tokens once, not once per call; 0 disables.
+ * @param opened the sessions' opened token sets. An entry is used only while the stored sealed
+ *   value is the very one it came from (each write has a fresh IV), so a steady stream of calls
+ *   on one session opens its tokens once, not once per call.
  */
-export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault {
-  // By session: the latest sealed value seen and what it opened to.
-  const opened = new Map<string, { sealed: string; tokens: TokenSet }>();
+export function createTokenVault(sealer: Sealer, opened: OpenedCache = createOpenedCache()): TokenVault {
   function open(d: string, sealed: string): TokenSet | undefined {
     const hit = opened.get(d);
     if (hit && hit.sealed === sealed) return hit.tokens;
     const json = sealer.open(sealed, d);
     const tokens = json === undefined ? undefined : parseTokenSet(json);
-    if (tokens && cacheSize > 0) {
-      // Oldest first out: Map keeps insertion order.
-      if (!hit && opened.size >= cacheSize) opened.delete(opened.keys().next().value as string);
-      opened.set(d, { sealed, tokens });
-    }
+    if (tokens) opened.set(d, { sealed, tokens });
     return tokens;
   }
   return {
@@ -55,7 +62,7 @@ export function createTokenVault(sealer: Sealer, cacheSize = 10_000): TokenVault
       if (tokens === undefined && sealer.sealedElsewhere(sealed)) throw sessionGone();
       return tokens;
     },
-    forget: (d) => void opened.delete(d),
+    forget: (d) => opened.delete(d),
     openEnded(d, sealed) {
       opened.delete(d);
       const json = sealed === undefined ? undefined : sealer.open(sealed, d);

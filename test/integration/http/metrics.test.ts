@@ -2,15 +2,18 @@
  * GET /metrics (SPEC §3): Prometheus text, labelled only by configured names, never by user
  * data or credentials.
  *
- * Mutation check (by hand, once): src/http/endpoints.ts: drop '/events' from AUTH_ENDPOINTS →
+ * Mutation checks (by hand, once): src/http/endpoints.ts: drop '/events' from AUTH_ENDPOINTS →
  * "names the gateway endpoints as traces do" fails (0.5.0 counted /auth/events as "other").
+ * src/runtime.ts: `createTokenVault(sealer)` (a cache of its own, not the measured one) →
+ * "reports the estimated bytes" fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { createTestClock, type TestGateway } from '../../support/gateway.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
-import { expectNoSecretIn, tokensOfSession } from '../../support/assertions.js';
+import { expectNoSecretIn, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { digest } from '../../../src/redis/keys.js';
 
 const clock = createTestClock();
 const SERVICE = 'https://service.example.test';
@@ -133,4 +136,24 @@ it('counts client-credentials fetches, and refreshes that fail by why they faile
   const call = await client.get(`${gw.url}/api/echo`, { headers: csrf });
   expect(call.status).toBe(401);
   expect(await metric(refused)).toBe(refusedBefore + 1);
+});
+
+it("reports the estimated bytes of this process's session caches: one more session read adds its record and its token set", async () => {
+  const cacheBytes = async () => ({
+    views: await metricValue(/^bff_session_cache_bytes\{cache="views"\} (\d+)$/m),
+    tokens: await metricValue(/^bff_session_cache_bytes\{cache="tokens"\} (\d+)$/m),
+  });
+  const before = await cacheBytes();
+  const client = new BrowserClient();
+  await signIn(client, gw.url);
+  expect((await client.get(`${gw.url}/api/echo`, { headers: csrf })).status).toBe(200);
+  const after = await cacheBytes();
+
+  const cookie = client.cookies(gw.url)[gw.config.derived.sessionCookieName] as string;
+  const raw = await gw.runtime.redis.getBuffer(gw.runtime.keys.session(digest(sessionIdFromCookie(cookie))));
+  const sealed = (await gw.runtime.records.peek(digest(sessionIdFromCookie(cookie))))?.tokens.sealed ?? '';
+  expect(raw?.length).toBeGreaterThan(1000);
+  expect(sealed.length).toBeGreaterThan(500);
+  expect((after.views ?? 0) - (before.views ?? 0)).toBe(2 * (raw?.length ?? 0) + 1024);
+  expect((after.tokens ?? 0) - (before.tokens ?? 0)).toBe(2 * sealed.length + 512);
 });
