@@ -91,6 +91,11 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
       // (one more connection per client, to a sentinel); the subscriber's reconnect then
       // re-checks the sessions held (redis/pubsub.ts). A killed master needs none of this.
       failoverDetector: true,
+      // ioredis asks the sentinels one at a time, the one it last used first. A sentinel that
+      // hangs (its host frozen) accepts the connection and never answers: without a deadline
+      // the question never returned, and the client never left it for the healthy two, through
+      // a failover or at startup.
+      sentinelCommandTimeout: cfg.commandTimeoutMs,
       ...(cfg.sentinel.password ? { sentinelPassword: cfg.sentinel.password } : {}),
     });
   } else {

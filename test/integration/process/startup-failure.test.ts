@@ -6,16 +6,22 @@
  *
  * Mutation check: in src/main.ts, drop the `await runtime.close()` of the listen failure path
  * → the single process never exits and the first test fails on its bound.
+ *
+ * Sentinels that hang (found by red team): with one paused among three the gateway never
+ * started, and with only hung ones it printed "cannot start" and went on running, held by the
+ * sentinel connection. Mutation: src/redis/client.ts without `sentinelCommandTimeout` → both
+ * sentinel tests fail.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureBuilt, killAllCli, runCli, withTimeout, writeConfigFile } from '../../support/cli-process.js';
+import { ensureBuilt, killAllCli, request, runCli, startCliGateway, withTimeout, writeConfigFile } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { gatewayClient } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { startRedisSentinel } from '../../support/redis-sentinel.js';
 
 let tmp: string;
 let provider: TestProvider;
@@ -38,12 +44,12 @@ afterAll(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-function configOn(port: number, extra: Record<string, unknown> = {}) {
+function configOn(port: number, extra: Record<string, unknown> = {}, redis: Record<string, unknown> = { url: redisUrlForTests() }) {
   return writeConfigFile(tmp, `taken-${port}-${Object.keys(extra).join('-') || 'single'}.yaml`, {
     server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, ...extra },
     oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
-    redis: { url: redisUrlForTests(), keyPrefix: `taken${port}:` },
+    redis: { ...redis, keyPrefix: `taken${port}:` },
     log: { level: 'info' },
   });
 }
@@ -71,3 +77,37 @@ it('exits 1 when the metrics port is taken, before any worker starts', async () 
   expect(proc.output()).toContain(`is already in use`);
   expect(proc.output()).not.toMatch(/"event":"worker_started"/);
 }, 30_000);
+
+describe('sentinels that hang (accept, never answer)', () => {
+  it('exits 1 with one line when every sentinel hangs, instead of running on after it', async () => {
+    const held: net.Socket[] = [];
+    const hung = net.createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    try {
+      const node = `127.0.0.1:${(hung.address() as net.AddressInfo).port}`;
+      const proc = runCli(['--config', configOn(await findFreePort(), {}, { sentinel: { name: 'mymaster', nodes: [node] }, commandTimeoutMs: 1000 })]);
+      const exit = await withTimeout(proc.exited, 30_000, 'the gateway to exit');
+      expect(exit.code).toBe(1);
+      expect(proc.output()).toContain('bff-gateway: cannot start: redis: cannot connect');
+    } finally {
+      for (const socket of held) socket.destroy();
+      hung.close();
+    }
+  }, 40_000);
+
+  it('starts and serves on the one healthy sentinel of three (one killed, one hung)', async () => {
+    const set = await startRedisSentinel({ sentinels: 3, replica: false });
+    try {
+      await set.sentinels[0]?.kill();
+      set.sentinels[1]?.pause();
+      const port = await findFreePort();
+      const proc = await startCliGateway(configOn(port, {}, { sentinel: { name: set.name, nodes: set.nodes }, commandTimeoutMs: 1000 }), port);
+      expect((await request(port, '/readyz')).status).toBe(200);
+      proc.child.kill('SIGKILL');
+      await withTimeout(proc.exited, 5_000, 'the gateway to exit');
+    } finally {
+      set.sentinels[1]?.resume();
+      await set.close();
+    }
+  }, 90_000);
+});
