@@ -24,7 +24,7 @@ import type { Sealer } from '../crypto/seal.js';
 import { GatewayError } from '../errors.js';
 import type { RedisClient } from '../redis/client.js';
 import { digest, type Keys } from '../redis/keys.js';
-import { sleep, tryLock } from '../redis/lock.js';
+import { sleep, tryLock, type Lock } from '../redis/lock.js';
 import { storeUnavailable } from '../redis/errors.js';
 import { expiresWithin, hasExpired, lifeOf, renewalMargin, type Expiring } from '../session/tokens.js';
 import { createGrantBackoff } from './grant-backoff.js';
@@ -69,6 +69,10 @@ export interface ClientTokens {
   renew(request: ClientTokenRequest, refused: string): Promise<string | undefined>;
 }
 
+/** How long a grant's lock lives: longer than the provider may take (its timeout, 10 s). */
+const LOCK_TTL_MS = 15_000;
+const SHARE_RETRY_MS = 500;
+
 /** attempt()'s answer when another process holds the renewal lock. */
 const BUSY = Symbol('busy');
 
@@ -92,7 +96,34 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     return usable(cached) ? cached : undefined;
   }
 
-  async function fetchAndShare(key: string, request: ClientTokenRequest): Promise<Cached> {
+  async function share(key: string, cached: Cached): Promise<void> {
+    const ttl = Math.floor(cached.expiresAt - renewalMargin(cached, skewSeconds) - nowSeconds());
+    if (ttl > 0) await redis.set(keys.clientToken(key), sealer.seal(JSON.stringify(cached), `client-token:${key}`), 'EX', ttl);
+  }
+
+  /**
+   * A token the provider issued that Redis did not take (a failover under way): it serves this
+   * process at once, and is offered again every SHARE_RETRY_MS for as long as the lock may live,
+   * then the lock is let go. Dropped, its caller got a 503 while the token was in hand, and the
+   * lock, taken on the new master before the old one hung, held every other process back
+   * (up to maxWaitMs per call) until it lapsed.
+   */
+  function shareLater(key: string, cached: Cached, lock: Lock): void {
+    const until = Date.now() + LOCK_TTL_MS;
+    const timer = setInterval(() => {
+      if (Date.now() > until) return void clearInterval(timer);
+      share(key, cached).then(
+        () => {
+          clearInterval(timer);
+          return lock.release();
+        },
+        () => undefined,
+      );
+    }, SHARE_RETRY_MS);
+    timer.unref();
+  }
+
+  async function fetchAndShare(key: string, request: ClientTokenRequest, lock: Lock): Promise<Cached> {
     let fetched: FetchedClientToken;
     try {
       fetched = await options.fetch(request);
@@ -104,9 +135,10 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       throw retryLater(error, failing.failed(key, error));
     }
     const cached: Cached = { accessToken: fetched.accessToken, ...lifeOf(fetched, nowSeconds()) };
-    const ttl = Math.floor(cached.expiresAt - renewalMargin(cached, skewSeconds) - nowSeconds());
-    if (ttl > 0) {
-      await redis.set(keys.clientToken(key), sealer.seal(JSON.stringify(cached), `client-token:${key}`), 'EX', ttl);
+    try {
+      await share(key, cached);
+    } catch {
+      shareLater(key, cached, lock);
     }
     return cached;
   }
@@ -121,12 +153,14 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
     if (shared) return shared;
     const failed = failing.pending(key);
     if (failed) throw retryLater(failed.error, failed.remainingMs);
-    const lock = await tryLock(redis, keys.clientTokenLock(key), 15_000);
+    const lock = await tryLock(redis, keys.clientTokenLock(key), LOCK_TTL_MS);
     if (!lock) return BUSY;
     try {
-      return other(await readShared(key)) ?? (await fetchAndShare(key, request));
+      return other(await readShared(key)) ?? (await fetchAndShare(key, request, lock));
     } finally {
-      await lock.release();
+      // Not waited for: a token in hand is not held back by a Redis that hangs (the lock's TTL
+      // frees it then, or shareLater's release once Redis answers again).
+      void lock.release();
     }
   }
 
