@@ -17,13 +17,14 @@ import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-coo
 import { describeProviderError } from './oidc/errors.js';
 import { createRevoker, type Revoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, createReplicaAcks, pingRedis, type RedisClient } from './redis/client.js';
 import { connectConfiguredRedis } from './startup.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
 import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
-import { createSessionEvents, type SessionEvents } from './session/events.js';
+import { createSessionEvents, type EndReason, type SessionEvents } from './session/events.js';
+import { createUnreplicatedEnds } from './session/unreplicated-ends.js';
 import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, createViewCache, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinator } from './session/refresh.js';
@@ -146,6 +147,21 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     logger.info({ event: 'session_events_reconnected', held: held.digests().length }, 're-checking held sessions after the bus came back');
     void held.recheck();
   });
+  // Sentinel only (createReplicaAcks): a Cluster's ends go to many nodes (not covered: docs/operations.md).
+  let lastUnreplicatedLog = 0;
+  const replicaAcks = createReplicaAcks(redis, keys.replicationMark());
+  const unreplicated = replicaAcks
+    ? createUnreplicatedEnds({
+        acks: replicaAcks,
+        waitMs: Math.min(500, Math.floor(config.redis.commandTimeoutMs / 2)),
+        reapply: (d, reason, revokes) => registry.end(d, reason, { revokes, again: true }).then(() => undefined),
+        onUnconfirmed: () => {
+          if (clock() - lastUnreplicatedLog < 10_000) return;
+          lastUnreplicatedLog = clock();
+          logger.warn({ event: 'session_end_unreplicated' }, 'no Redis replica acknowledged a session end in time; it is applied again after a failover (said once per 10 s)');
+        },
+      })
+    : undefined;
   const registry = createSessionRegistry({
     redis,
     keys,
@@ -153,6 +169,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
+    ...(unreplicated ? { afterEnd: (d: string, reason: EndReason, revokes: boolean) => unreplicated.confirm(d, reason, revokes) } : {}),
     onEnded: (d, reason) => {
       vault.forget(d);
       events.publish(d, { type: 'signed-out', reason });
@@ -286,6 +303,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       await coordinator.close();
       await revoke.settle(deadline - Date.now());
       held.close();
+      unreplicated?.close();
+      replicaAcks?.close();
       await events.close();
       provider.close();
       await closeRedis(redis);

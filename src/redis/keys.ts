@@ -42,6 +42,8 @@ export interface Keys {
   dpopNonce(originDigest: string): string;
   /** Pub/sub channel announcing ended sessions (closes WebSockets on every instance). */
   endedChannel(): string;
+  /** Written after session ends, so that WAIT on its own connection covers them (createReplicaAcks). */
+  replicationMark(): string;
   /** A session's end and its reason, remembered for a while (session/registry.ts end). */
   endedSession(sessionDigest: string): string;
   /**
@@ -77,6 +79,7 @@ export function createKeys(prefix: string): Keys {
     refusedClientToken: (k) => `${prefix}cc-refused:{${k}}`,
     dpopNonce: (d) => `${prefix}dpop-nonce:${d}`,
     endedChannel: () => `${prefix}ended`,
+    replicationMark: () => `${prefix}replication-mark`,
     endedSession: (d) => `${prefix}ended-sess:{${d}}`,
     takenRecord: (d) => `${prefix}taken:{${d}}`,
     successor: (d) => `${prefix}successor:{${d}}`,

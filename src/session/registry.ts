@@ -40,6 +40,8 @@ export type IndexForm = 'pending' | 'saved';
 export interface EndOptions {
   keep?: boolean;
   revokes?: boolean;
+  /** An end applied again (unreplicated-ends.ts): not handed to afterEnd a second time. */
+  again?: boolean;
 }
 
 export interface SessionRegistry extends Succession, ProviderLogouts {
@@ -89,6 +91,8 @@ export interface RegistryOptions {
   onEnded?: (sessionDigest: string, reason: EndReason) => void;
   /** An ended session's index entries could not be removed (readers drop them: the record is gone). */
   onIndexError?: (err: unknown) => void;
+  /** After each end is written (a Sentinel master's replica's acknowledgement, unreplicated-ends.ts). */
+  afterEnd?: (sessionDigest: string, reason: EndReason, revokes: boolean) => Promise<void>;
 }
 
 /**
@@ -133,6 +137,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // instance and its caller revokes its tokens.
     await unindex(sessionDigest, stored);
     options.onEnded?.(sessionDigest, reason);
+    if (!how.again) await options.afterEnd?.(sessionDigest, reason, revokes);
     return stored;
   }
 

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { findFreePort, startRedisServer, type RedisServer } from './redis-server.js';
+import { startTcpGate, type TcpGate } from './tcp-gate.js';
 import { eventually, withTimeout } from './wait.js';
 
 export interface SentinelProcess {
@@ -32,6 +33,8 @@ export interface RedisSentinelSet {
   master: RedisServer;
   /** Undefined when started with `replica: false`. */
   replica: RedisServer | undefined;
+  /** With `gatedReplication`: what the replica replicates through (shut() stops replication, nothing else). */
+  replicationGate: TcpGate | undefined;
   /** The port the first sentinel that answers names as the master now (undefined if none does). */
   masterPort(): Promise<number | undefined>;
   /** WAIT on `server` for one replica's acknowledgement of every write so far. */
@@ -56,6 +59,8 @@ export interface RedisSentinelOptions {
   failoverTimeoutMs?: number;
   /** How many sentinels (default 1); the quorum is a majority of them. */
   sentinels?: number;
+  /** The replica replicates through a TCP gate (`replicationGate`): writes still unsent when a master dies. */
+  gatedReplication?: boolean;
 }
 
 const HOST = '127.0.0.1';
@@ -119,12 +124,14 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
   const name = options.name ?? 'mymaster';
   const started: RedisServer[] = [];
   const sentinels: { process: SentinelProcess; child: ChildProcess }[] = [];
+  let gate: TcpGate | undefined;
   let dir: string | undefined;
   let closing: Promise<void> | undefined;
 
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       await Promise.allSettled(sentinels.map((s) => s.process.kill()));
+      await gate?.close();
       await Promise.allSettled(started.map((s) => s.close()));
       if (dir) rmSync(dir, { recursive: true, force: true });
     })());
@@ -179,8 +186,8 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
     }
 
     /** A replica of `of`, in sync, that every sentinel knows and sees healthy (they promote only such). */
-    const startReplica = async (of: RedisServer): Promise<RedisServer> => {
-      const replica = await startRedisServer({ extraArgs: ['--replicaof', HOST, String(of.port), ...(options.replicaArgs ?? [])] });
+    const startReplica = async (of: RedisServer, throughPort = of.port): Promise<RedisServer> => {
+      const replica = await startRedisServer({ extraArgs: ['--replicaof', HOST, String(throughPort), ...(options.replicaArgs ?? [])] });
       started.push(replica);
       await eventually('the replica in sync', SETUP_TIMEOUT_MS, async () => /master_link_status:up/.test(String(await adminCall(replica.port, 'INFO', 'replication'))), { intervalMs: 100 });
       // Sentinel learns replicas from the master's INFO (every 10 s outside a failover).
@@ -199,7 +206,8 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
       );
       return replica;
     };
-    const replica = (options.replica ?? true) ? await startReplica(master) : undefined;
+    if (options.gatedReplication) gate = await startTcpGate(master.url);
+    const replica = (options.replica ?? true) ? await startReplica(master, gate ? Number(new URL(gate.url).port) : master.port) : undefined;
 
     return {
       name,
@@ -208,6 +216,7 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
       sentinels: sentinels.map((s) => s.process),
       master,
       replica,
+      replicationGate: gate,
       masterPort,
       waitForMaster,
       startReplica,
