@@ -106,10 +106,17 @@ const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider
  * refresh takes too (a DPoP refresh with a nonce retry: about 21 s).
  */
 const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
+/** How far apart the clocks of a deployment's processes (and Redis's) may be (README). */
+export const MAX_CLOCK_SKEW_SECONDS = 300;
 
 export function createSessionRegistry(options: RegistryOptions): SessionRegistry {
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
+  // A session ends at its signer's clock reading plus the timeout, judged by whichever process
+  // serves it; its index entries expire on Redis's clock. Without the margin, a process behind
+  // the signer served a session whose entries were gone: unlisted, and a back-channel logout
+  // missed it (found by red team). Entries that outlive their session are dropped by readers.
+  const indexTtlSeconds = absoluteTimeoutSeconds + MAX_CLOCK_SKEW_SECONDS;
 
   async function end(sessionDigest: string, reason: EndReason = 'logout', how: EndOptions = {}): Promise<StoredSession | undefined> {
     const revokes = how.revokes ?? REVOKING.has(reason);
@@ -196,11 +203,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
       await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
-      await redis.expire(userKey, absoluteTimeoutSeconds);
+      await redis.expire(userKey, indexTtlSeconds);
       if (auth.sid) {
         const sidKey = keys.providerSession(providerSessionDigest(auth.iss, auth.sid));
         await redis.sadd(sidKey, sessionDigest);
-        await redis.expire(sidKey, absoluteTimeoutSeconds);
+        await redis.expire(sidKey, indexTtlSeconds);
       }
     },
     end,
