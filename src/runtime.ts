@@ -299,9 +299,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       if (revoke.underWay() > 0) logger.info({ event: 'shutdown_revocations', revoking: revoke.underWay() }, 'waiting for the revocations under way');
       // In one bound: the refreshes first, as their last writes may orphan a set whose
       // revocation (with its Redis read) then joins the ones under way.
-      const deadline = Date.now() + REFRESH_CLOSE_WAIT_MS;
+      const deadline = performance.now() + REFRESH_CLOSE_WAIT_MS;
       await coordinator.close();
-      await revoke.settle(deadline - Date.now());
+      await revoke.settle(deadline - performance.now());
       held.close();
       unreplicated?.close();
       replicaAcks?.close();

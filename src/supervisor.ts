@@ -85,7 +85,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
 
   function fork(): void {
     const worker = cluster.fork();
-    startedAt.set(worker, Date.now());
+    startedAt.set(worker, performance.now());
     // Started means serving: the worker has built its runtime and listens on the shared port.
     let served = false;
     worker.once('listening', () => {
@@ -94,7 +94,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
       logger.info({ event: 'worker_started', worker: worker.id, pid: worker.process.pid }, 'worker started');
     });
     worker.once('exit', (code, signal) => {
-      const lived = Date.now() - (startedAt.get(worker) ?? Date.now());
+      const lived = performance.now() - (startedAt.get(worker) ?? performance.now());
       startedAt.delete(worker);
       if (stopping) return;
       if (!served && listening < count) {

@@ -5,6 +5,7 @@
  */
 import { createRemoteJWKSet, customFetch, errors as joseErrors, type FlattenedJWSInput, type JWSHeaderParameters, type JWTVerifyGetKey } from 'jose';
 import { boundedFetch } from './bounded-fetch.js';
+import { steady } from '../clock.js';
 
 export interface JwksRefetchLimits {
   /** A kid that was not in a freshly fetched set is not refetched for again within this. */
@@ -46,7 +47,9 @@ export function createJwks(
   options: { timeoutSeconds: number; refetch?: Partial<JwksRefetchLimits>; now?: () => number },
 ): JWTVerifyGetKey {
   const limits = { ...DEFAULT_REFETCH, ...options.refetch };
-  const now = options.now ?? Date.now;
+  // Every time here is an in-process interval: a step back of the host's clock left the gates
+  // shut (no refetch, and a rotated key refused) for as long as the step.
+  const now = steady(options.now ?? Date.now);
   const remote = createRemoteJWKSet(uri, {
     // jose never fetches by itself once it has a set: the wrapper below decides.
     cooldownDuration: Number.POSITIVE_INFINITY,

@@ -154,11 +154,11 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
   }
 
   async function settle(ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (pending.size > 0 && Date.now() < deadline) {
+    const deadline = performance.now() + ms;
+    while (pending.size > 0 && performance.now() < deadline) {
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, deadline - Date.now());
+        timer = setTimeout(resolve, deadline - performance.now());
       });
       await Promise.race([Promise.allSettled([...pending]), bound]);
       clearTimeout(timer);

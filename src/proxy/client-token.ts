@@ -109,9 +109,9 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
    * (up to maxWaitMs per call) until it lapsed.
    */
   function shareLater(key: string, cached: Cached, lock: Lock): void {
-    const until = Date.now() + LOCK_TTL_MS;
+    const until = performance.now() + LOCK_TTL_MS;
     const timer = setInterval(() => {
-      if (Date.now() > until) return void clearInterval(timer);
+      if (performance.now() > until) return void clearInterval(timer);
       share(key, cached).then(
         () => {
           clearInterval(timer);
@@ -166,7 +166,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
 
   /** A usable token other than `refused`: the shared one, or (elected by the lock) a new one. */
   async function obtain(key: string, request: ClientTokenRequest, refused?: string): Promise<string> {
-    const deadline = Date.now() + maxWaitMs;
+    const deadline = performance.now() + maxWaitMs;
     const other = (c: Cached | undefined) => (c !== undefined && c.accessToken !== refused ? c : undefined);
     for (;;) {
       // A token of ours that has not expired serves whatever failed (Redis away, the provider
@@ -188,7 +188,7 @@ export function createClientTokens(options: ClientTokenOptions): ClientTokens {
       // Another process is renewing (or one that died, until its lock lapses). Every call
       // waited up to maxWaitMs for a 502 behind a dead holder's lock.
       if (serving) return serving.accessToken;
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for a client token') });
       }
       await sleep(50);

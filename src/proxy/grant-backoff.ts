@@ -5,6 +5,8 @@
  * for by cheap calls, anonymous ones too: unremembered, each was one grant at the provider.
  */
 
+import { steady } from '../clock.js';
+
 /** How long a process waits before asking the provider again after a failed grant. */
 export const GRANT_RETRY_MS = { first: 1_000, max: 30_000 } as const;
 
@@ -17,7 +19,8 @@ export interface GrantBackoff<E> {
 }
 
 /** @param max how many keys are remembered at most (the oldest forgotten first). */
-export function createGrantBackoff<E>(clock: () => number, max = 10_000): GrantBackoff<E> {
+export function createGrantBackoff<E>(wallClock: () => number, max = 10_000): GrantBackoff<E> {
+  const clock = steady(wallClock);
   const failures = new Map<string, { until: number; delayMs: number; error: E }>();
   return {
     pending(key) {

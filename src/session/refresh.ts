@@ -86,12 +86,12 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
    * retry period finds it as surely as pollIntervalMs would, in fewer reads.
    */
   async function newerWithin(digest: string, seen: VersionedTokens, ms: number): Promise<VersionedTokens | 'gone' | undefined> {
-    const deadline = Date.now() + ms;
+    const deadline = performance.now() + ms;
     for (;;) {
       const latest = await readLatest(digest);
       if (!latest) return 'gone';
       if (latest.tokens && latest.version > seen.version) return latest;
-      if (Date.now() >= deadline) return undefined;
+      if (performance.now() >= deadline) return undefined;
       await sleep(Math.max(pollIntervalMs, unsavedRetryMs / 4));
     }
   }
@@ -215,7 +215,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       options.onRefreshed?.(digest);
       return kept;
     }
-    const deadline = Date.now() + maxWaitMs;
+    const deadline = performance.now() + maxWaitMs;
     for (;;) {
       const lock = await tryLock(redis, keys.refreshLock(digest), lockTtlMs);
       if (lock) {
@@ -242,7 +242,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
         options.onRefresh?.('shared', context);
         return newer;
       }
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         throw new GatewayError('token_refresh_failed', { cause: new Error('timed out waiting for another refresh') });
       }
     }
@@ -268,7 +268,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       return inFlight.size;
     },
     async close() {
-      const closeStarted = Date.now();
+      const closeStarted = performance.now();
       if (inFlight.size > 0) {
         let timer: NodeJS.Timeout | undefined;
         const bound = new Promise<void>((resolve) => {
@@ -279,7 +279,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       }
       // What is left of the same budget: a set kept through a Redis outage that ends meanwhile
       // is written yet.
-      await unsaved.close(Math.max(0, closeStarted + closeWaitMs - Date.now()));
+      await unsaved.close(Math.max(0, closeStarted + closeWaitMs - performance.now()));
     },
   };
 }

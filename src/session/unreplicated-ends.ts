@@ -64,7 +64,7 @@ export function createUnreplicatedEnds(options: UnreplicatedEndsOptions): Unrepl
       if (await acks.acknowledged(Math.min(100, waitMs))) {
         for (const [digest, end] of remembered) if (end.appliedOn === on) remembered.delete(digest);
       }
-      const now = Date.now();
+      const now = performance.now();
       for (const [digest, end] of remembered) if (end.until <= now) remembered.delete(digest);
     } finally {
       checking = false;
@@ -95,7 +95,7 @@ export function createUnreplicatedEnds(options: UnreplicatedEndsOptions): Unrepl
       const on = connection;
       if (await acks.acknowledged(waitMs)) return;
       options.onUnconfirmed?.();
-      const end: Remembered = { reason, revokes, until: Date.now() + keepMs, appliedOn: on };
+      const end: Remembered = { reason, revokes, until: performance.now() + keepMs, appliedOn: on };
       remembered.set(digest, end);
       timer ??= setInterval(() => void recheck(), recheckMs);
       timer.unref();

@@ -173,10 +173,10 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
       const waiting = [...kept];
       // Tried every retryMs while the budget lasts: a process stopped during a Redis outage (a
       // deploy) dropped the set at its first failed write, the only valid refresh token with it.
-      const deadline = Date.now() + waitMs;
+      const deadline = performance.now() + waitMs;
       for (;;) {
         await sweep();
-        if (kept.size === 0 || Date.now() + retryMs > deadline) break;
+        if (kept.size === 0 || performance.now() + retryMs > deadline) break;
         await sleep(retryMs);
       }
       for (const [key, entry] of [...kept]) settle(key, entry, 'given-up');

@@ -1,0 +1,25 @@
+/**
+ * Clocks. The gateway's clock (`Date.now`, injected as `clock`) is wall time: what tokens,
+ * records and other processes compare. A wait measured on it lasts as long as a step of the
+ * host's clock (NTP, a VM restored): a one-second backoff lasted an hour after a step back of an
+ * hour (found by red team).
+ */
+
+/**
+ * `clock` with its backward steps absorbed: readings never go back, and after a step back the
+ * time goes on from the last reading. For in-process durations measured on an injected clock
+ * (tests move it); a forward step still shortens them, which ends a wait early, never late.
+ */
+export function steady(clock: () => number): () => number {
+  let offset = 0;
+  let last = Number.NEGATIVE_INFINITY;
+  return () => {
+    const at = clock() + offset;
+    if (at < last) {
+      offset += last - at;
+      return last;
+    }
+    last = at;
+    return at;
+  };
+}
