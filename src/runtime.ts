@@ -283,7 +283,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     held,
     provider,
     revoke,
-    loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, TRANSACTION_TTL_SECONDS, clock),
+    loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, TRANSACTION_TTL_SECONDS),
     refusals,
     dpopNonces,
     clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens,

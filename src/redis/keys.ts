@@ -26,8 +26,8 @@ export interface Keys {
   providerSessionEnded(sidDigest: string): string;
   /** Back-channel logout replay cache, by digest of `jti`. */
   logoutJti(jtiDigest: string): string;
-  /** Login rate-limit counter for one client address and minute. */
-  loginRate(addressDigest: string, minute: number): string;
+  /** Login rate-limit counter for one client address (its window runs on Redis's clock). */
+  loginRate(addressDigest: string): string;
   /** Client-credentials token cache and its lock, per (scopes, resource). */
   clientToken(cacheKey: string): string;
   clientTokenLock(cacheKey: string): string;
@@ -72,7 +72,7 @@ export function createKeys(prefix: string): Keys {
     providerSession: (d) => `${prefix}sid:{${d}}`,
     providerSessionEnded: (d) => `${prefix}sid-out:{${d}}`,
     logoutJti: (d) => `${prefix}jti:${d}`,
-    loginRate: (d, minute) => `${prefix}rl:login:${d}:${minute}`,
+    loginRate: (d) => `${prefix}rl:login:${d}`,
     clientToken: (k) => `${prefix}cc:{${k}}`,
     clientTokenLock: (k) => `${prefix}cc-lock:{${k}}`,
     refusedSessionToken: (d, r) => `${prefix}refused:{${d}}:${r}`,

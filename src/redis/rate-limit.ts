@@ -1,6 +1,9 @@
 /**
  * Fixed-window counter shared by every gateway process: INCR, with the window's expiry set on
  * the first hit, in one script so a crash between the two cannot leave a counter without TTL.
+ * The window runs on Redis's clock, from its first hit: named by each process's clock, as it
+ * was, processes a minute apart counted one address under different keys, each letting the
+ * whole limit through (found by red team).
  */
 import type { RedisClient } from './client.js';
 import { GatewayError } from '../errors.js';
@@ -9,11 +12,17 @@ import { clientBucket, networkBucket } from '../config/cidr.js';
 
 const HIT = `
 local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return n`;
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {n, ttl}`;
 
-export async function hitWindow(redis: RedisClient, key: string, windowSeconds: number): Promise<number> {
-  return Number(await redis.eval(HIT, 1, key, String(windowSeconds)));
+/** Counts one hit in `key`'s window; returns the count so far and the window's time left (ms). */
+export async function hitWindow(redis: RedisClient, key: string, windowSeconds: number): Promise<{ count: number; remainingMs: number }> {
+  const [count, remainingMs] = (await redis.eval(HIT, 1, key, String(windowSeconds * 1000))) as [number, number];
+  return { count: Number(count), remainingMs: Number(remainingMs) };
 }
 
 export interface LoginLimiter {
@@ -25,18 +34,14 @@ export interface LoginLimiter {
   hit(address: string): Promise<number>;
 }
 
-export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: number, heldSeconds: number, clock: () => number = Date.now): LoginLimiter {
+export function createLoginLimiter(redis: RedisClient, keys: Keys, perMinute: number, heldSeconds: number): LoginLimiter {
   return {
     async hit(address) {
-      const now = clock();
-      const minute = Math.floor(now / 60_000);
-      const count = await hitWindow(redis, keys.loginRate(digest(clientBucket(address)), minute), 60);
+      const { count, remainingMs } = await hitWindow(redis, keys.loginRate(digest(clientBucket(address))), 60);
       if (count > perMinute) {
-        const retryAfter = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000));
-        throw new GatewayError('rate_limited', { headers: { 'Retry-After': String(retryAfter) } });
+        throw new GatewayError('rate_limited', { headers: { 'Retry-After': String(Math.max(1, Math.ceil(remainingMs / 1000))) } });
       }
-      const window = Math.floor(now / (heldSeconds * 1000));
-      return hitWindow(redis, keys.loginRate(digest(`held ${networkBucket(address)}`), window), heldSeconds);
+      return (await hitWindow(redis, keys.loginRate(digest(`held ${networkBucket(address)}`)), heldSeconds)).count;
     },
   };
 }
