@@ -5,6 +5,9 @@
  * hour (found by red team).
  */
 
+/** How far apart the clocks of a deployment's processes (and Redis's) may be (README, Sessions). */
+export const MAX_CLOCK_SKEW_SECONDS = 300;
+
 /**
  * `clock` with its backward steps absorbed: readings never go back, and after a step back the
  * time goes on from the last reading. For in-process durations measured on an injected clock

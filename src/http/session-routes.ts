@@ -14,6 +14,7 @@ import { firstSighting, sighted } from '../redis/replay.js';
 import type { RedisClient } from '../redis/client.js';
 import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
+import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
@@ -102,7 +103,9 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub, logout.issuedAt) : registry.endByUser(logout.iss, logout.sub as string),
     );
     // False only when a concurrent delivery of the same token recorded it first: both ended the same sessions.
-    await withStore(() => firstSighting(deps.redis, jtiKey, logout.rememberUntil - Math.floor(Date.now() / 1000)));
+    // Remembered past the token's life by the clock margin: a process behind this one's clock
+    // takes the token for that much longer.
+    await withStore(() => firstSighting(deps.redis, jtiKey, logout.rememberUntil + MAX_CLOCK_SKEW_SECONDS - Math.floor(Date.now() / 1000)));
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it (and logs
     // its own failures).

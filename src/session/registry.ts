@@ -16,6 +16,7 @@ import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
+import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import { createSuccession, type Succession } from './succession.js';
 import { createProviderLogouts, type ProviderLogouts } from './provider-logouts.js';
 import { PENDING, providerSessionDigest, prune, readIndex, userDigest, userOf } from './user-index.js';
@@ -106,8 +107,6 @@ const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider
  * refresh takes too (a DPoP refresh with a nonce retry: about 21 s).
  */
 const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
-/** How far apart the clocks of a deployment's processes (and Redis's) may be (README). */
-export const MAX_CLOCK_SKEW_SECONDS = 300;
 
 export function createSessionRegistry(options: RegistryOptions): SessionRegistry {
   const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
