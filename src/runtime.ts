@@ -24,7 +24,7 @@ import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
 import { createDpopNonces, type DpopNonces } from './redis/dpop-nonces.js';
 import { createSessionEvents, type EndReason, type SessionEvents } from './session/events.js';
-import { createUnreplicatedEnds } from './session/unreplicated-ends.js';
+import { createUnreplicatedWrites } from './session/unreplicated-writes.js';
 import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, createViewCache, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinator } from './session/refresh.js';
@@ -147,18 +147,17 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     logger.info({ event: 'session_events_reconnected', held: held.digests().length }, 're-checking held sessions after the bus came back');
     void held.recheck();
   });
-  // Sentinel only (createReplicaAcks): a Cluster's ends go to many nodes (not covered: docs/operations.md).
+  // Sentinel only (createReplicaAcks): a Cluster's writes go to many nodes (not covered: docs/operations.md).
   let lastUnreplicatedLog = 0;
   const replicaAcks = createReplicaAcks(redis, keys.replicationMark());
   const unreplicated = replicaAcks
-    ? createUnreplicatedEnds({
+    ? createUnreplicatedWrites({
         acks: replicaAcks,
         waitMs: Math.min(500, Math.floor(config.redis.commandTimeoutMs / 2)),
-        reapply: (d, reason, revokes) => registry.end(d, reason, { revokes, again: true }).then(() => undefined),
         onUnconfirmed: () => {
           if (clock() - lastUnreplicatedLog < 10_000) return;
           lastUnreplicatedLog = clock();
-          logger.warn({ event: 'session_end_unreplicated' }, 'no Redis replica acknowledged a session end in time; it is applied again after a failover (said once per 10 s)');
+          logger.warn({ event: 'session_write_unreplicated' }, 'no Redis replica acknowledged a session end or token set in time; it is written again after a failover (said once per 10 s)');
         },
       })
     : undefined;
@@ -169,7 +168,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
-    ...(unreplicated ? { afterEnd: (d: string, reason: EndReason, revokes: boolean) => unreplicated.confirm(d, reason, revokes) } : {}),
+    ...(unreplicated
+      ? { afterEnd: (d: string, reason: EndReason, revokes: boolean) => unreplicated.confirm(`end ${d}`, () => registry.end(d, reason, { revokes, again: true })) }
+      : {}),
     onEnded: (d, reason) => {
       vault.forget(d);
       events.publish(d, { type: 'signed-out', reason });
@@ -189,6 +190,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       await registry.end(d, 'revoked');
     },
     onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
+    ...(unreplicated
+      ? {
+          afterWrite: (d: string, seen: number, next: TokenSet) =>
+            unreplicated.confirm(`tokens ${d}`, () => records.casTokens(d, seen, { v: seen + 1, sealed: vault.seal(d, next) })),
+        }
+      : {}),
     // Best effort, in the background: the call that refreshed is answered login_required now.
     // Tracked by the revoker from the start (its Redis read included), so shutdown waits for it.
     onOrphaned: (d, tokens) => revoke.track(revokeOrphan(d, tokens)),

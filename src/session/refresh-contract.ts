@@ -70,6 +70,11 @@ export interface RefreshCoordinatorOptions {
   /** A new token set was stored for this session (the session-event bus tells other instances). */
   onRefreshed?: (digest: string) => void;
   /**
+   * After a new set is written over `seenVersion`, before the call goes on with it (a Sentinel
+   * master's replica's acknowledgement, unreplicated-writes.ts).
+   */
+  afterWrite?: (digest: string, seenVersion: number, next: TokenSet) => Promise<void>;
+  /**
    * The provider issued `tokens` for a session that ended while it answered: nothing holds
    * them. When that end revoked the set it found (a logout), the owner revokes these too (a
    * provider may revoke tokens one by one, not by grant); not after a new sign-in of the same

@@ -1,18 +1,24 @@
 /**
- * Session ends a Sentinel master took but never passed to its replica before it died (found by
- * red team): Redis replicates asynchronously, and the promoted replica had the session alive,
- * so a logout answered 200, and a back-channel logout the provider will not send again, were
- * undone (a copy of the cookie was signed in again). Staged deterministically: the replica
- * replicates through a TCP gate that is shut before the ends (their writes still unsent when
- * the master dies), the master is killed, and two of three sentinels promote the replica.
+ * Writes a Sentinel master took but never passed to its replica before it died (found by red
+ * team): Redis replicates asynchronously, and the promoted replica had
+ *  - the session alive, so a logout answered 200, and a back-channel logout the provider will
+ *    not send again, were undone (a copy of the cookie was signed in again);
+ *  - a refreshed session's old token set, whose refresh token the provider had rotated away:
+ *    its next refresh was refused (invalid_grant) and the user signed out.
+ * Staged deterministically: the replica replicates through a TCP gate that is shut before the
+ * writes (still unsent when the master dies), the master is killed, and two of three
+ * sentinels promote the replica.
  *
- * Each end now asks for a replica's acknowledgement (WAIT on a connection of its own, after a
- * mark); one not acknowledged is applied again once the client reconnects to the promoted one.
+ * Each such write now asks for a replica's acknowledgement (WAIT on a connection of its own,
+ * after a mark); one not acknowledged is made again once the client reconnects to the promoted one.
  *
- * Mutation that fails this file (checked by hand): src/session/unreplicated-ends.ts
- * reapplyAll's loop body removed (`for (...) reapply(...)` → nothing).
+ * Mutations that fail this file (checked by hand): src/session/unreplicated-writes.ts
+ * reapplyAll's loop removed; src/session/refresh.ts without `await options.afterWrite?.(...)`
+ * (the refresh part).
  */
+import { tokensOfSession } from '../../support/assertions.js';
 import { BrowserClient } from '../../support/browser-client.js';
+import { createTestClock } from '../../support/gateway.js';
 import { signIn } from '../../support/drive-login.js';
 import { startRedisSentinel, type RedisSentinelSet } from '../../support/redis-sentinel.js';
 import { postLogoutToken } from '../../support/session-calls.js';
@@ -21,6 +27,7 @@ import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
+const clock = createTestClock();
 let set: RedisSentinelSet;
 let upstream: Upstream;
 let stack: Stack;
@@ -29,6 +36,7 @@ beforeAll(async () => {
   set = await startRedisSentinel({ sentinels: 3, gatedReplication: true });
   upstream = await startUpstream();
   stack = await startStack({
+    clock,
     config: {
       redis: { url: undefined, commandTimeoutMs: 1000, sentinel: { name: set.name, nodes: set.nodes } },
       routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
@@ -59,7 +67,7 @@ async function statusWith(cookie: string, path: string): Promise<number> {
   return status;
 }
 
-it('a logout and a back-channel logout answered 200 before a failover stay done after it', async () => {
+it('a logout, a back-channel logout and a refresh answered before a failover stay done after it', async () => {
   const name = stack.config.derived.sessionCookieName;
   const signedIn = async (user: string) => {
     const browser = new BrowserClient({ timeoutMs: 10_000 });
@@ -72,8 +80,17 @@ it('a logout and a back-channel logout answered 200 before a failover stay done 
   expect(await statusWith(bob.cookie, '/auth/user')).toBe(200);
   await set.waitForReplica(set.master);
 
+  const second = await signedIn('alice'); // a second session of hers: the one refreshed
+  const secondTokens = await tokensOfSession(stack.gateway, decodeURIComponent(second.cookie.split('=')[1] as string));
+  expect(await statusWith(second.cookie, '/api/echo')).toBe(200);
+
   // From here on, nothing the master takes reaches the replica.
   set.replicationGate?.shut();
+  // The second session's access token expires: the next call refreshes (the provider rotates her refresh token).
+  const grants = stack.provider.counters.grants.refresh_token ?? 0;
+  clock.advance((secondTokens?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  expect(await statusWith(second.cookie, '/api/echo')).toBe(200);
+  expect((stack.provider.counters.grants.refresh_token ?? 0) - grants).toBe(1);
   expect((await postLogoutToken(stack.gateway.url, await stack.provider.signLogoutToken({ sub: 'bob' }))).status).toBe(200);
   expect((await alice.browser.post(`${stack.gateway.url}/auth/logout`, { headers: csrf })).status).toBe(200);
   expect(await statusWith(alice.cookie, '/auth/user')).toBe(401);
@@ -88,4 +105,12 @@ it('a logout and a back-channel logout answered 200 before a failover stay done 
   await eventually('both ends applied on the promoted replica', 30_000, async () => (await statusWith(alice.cookie, '/auth/user')) === 401 && (await statusWith(bob.cookie, '/auth/user')) === 401, {
     intervalMs: 200,
   });
+  // The second session's new set is written again there: her next refresh spends the refresh token the
+  // provider holds valid, and she stays signed in.
+  await eventually('the new token set on the promoted replica', 30_000, async () => (await tokensOfSession(stack.gateway, decodeURIComponent(second.cookie.split('=')[1] as string)))?.accessToken !== secondTokens?.accessToken, { intervalMs: 200 });
+  const refreshed = await tokensOfSession(stack.gateway, decodeURIComponent(second.cookie.split('=')[1] as string));
+  clock.advance((refreshed?.expiresAt as number) - Math.floor(clock.now() / 1000) + 1);
+  expect(await statusWith(second.cookie, '/api/echo')).toBe(200);
+  expect(await statusWith(second.cookie, '/auth/user')).toBe(200);
+  expect((stack.provider.counters.grants.refresh_token ?? 0) - grants).toBe(2);
 }, 150_000);
