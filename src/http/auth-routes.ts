@@ -9,7 +9,7 @@ import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ProviderHandle } from '../oidc/client.js';
-import { describeProviderError } from '../oidc/errors.js';
+import { describeProviderError, oauthErrorCode } from '../oidc/errors.js';
 import { askedOf } from '../oidc/authorization-request.js';
 import { completeAuthorization, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
@@ -49,9 +49,6 @@ export interface AuthRouteDeps {
   /** The runtime's revoker (shutdown waits for what it has under way). */
   revoke: Revoker;
 }
-
-/** OAuth error codes are [a-z_]; anything else is not echoed into our URL. */
-const safeErrorCode = (value: string) => (/^[a-z_]{1,64}$/.test(value) ? value : 'login_failed');
 
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 
@@ -161,7 +158,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
 
     const providerError = oneParam(query, 'error', 256);
     if (providerError !== undefined) {
-      const code = safeErrorCode(providerError);
+      const code = oauthErrorCode(providerError) ?? 'login_failed';
       metrics.loginTransactions.inc({ outcome: 'provider_error' });
       logger.info({ event: 'login_declined', code }, 'the provider ended the sign-in with an error');
       res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo, { error: code }));

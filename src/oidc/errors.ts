@@ -28,14 +28,29 @@ interface ProviderAnswer {
   error?: string;
 }
 
+/**
+ * The OAuth error code in a provider's `error` (or the callback's): its leading code word,
+ * `[a-z_]`, at most 64 characters and standing alone; undefined if it has none. RFC 6749 §5.2
+ * lets `error` be any printable text, and a provider that writes a sentence quoting what it was
+ * sent ("invalid_grant: refresh token … is not active") put the refresh token, the code and
+ * its verifier, or the client secret into the log lines that name it (found by red team).
+ */
+export function oauthErrorCode(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  return /^([a-z_]{1,64})(?:$|[^A-Za-z0-9_.~+/=-])/.exec(value)?.[1];
+}
+
+/** What the log and the classification read for an `error` that holds no code word. */
+const NONSTANDARD = 'nonstandard_error';
+
 /** The HTTP status and OAuth error code of the provider's answer, when there was one. */
 function providerAnswer(err: unknown): ProviderAnswer {
   if (err instanceof GatewayError) return providerAnswer(err.cause);
-  if (err instanceof ResponseBodyError) return { status: err.status, error: err.error };
+  if (err instanceof ResponseBodyError) return { status: err.status, error: oauthErrorCode(err.error) ?? NONSTANDARD };
   if (err instanceof WWWAuthenticateChallengeError) {
     // RFC 6750 §3 / RFC 6749 §5.2: the code may be in the challenge's `error` parameter.
     const error = err.cause.map((c) => c.parameters.error).find((e) => typeof e === 'string');
-    return { status: err.status, ...(error ? { error } : {}) };
+    return { status: err.status, ...(error ? { error: oauthErrorCode(error) ?? NONSTANDARD } : {}) };
   }
   // An answer that is not an OAuth error body: openid-client throws a ClientError whose cause
   // is the Response itself, with code OAUTH_RESPONSE_IS_NOT_JSON for a 4xx that is not
@@ -187,8 +202,8 @@ function inCauses(err: unknown, test: (e: { code?: unknown; name?: unknown }) =>
  */
 export function describeProviderError(err: unknown): string {
   if (err instanceof GatewayError) return err.cause !== undefined ? describeProviderError(err.cause) : err.description;
-  if (err instanceof ResponseBodyError) return `${err.error} (HTTP ${err.status})`;
-  if (err instanceof AuthorizationResponseError) return err.error;
+  if (err instanceof ResponseBodyError) return `${oauthErrorCode(err.error) ?? NONSTANDARD} (HTTP ${err.status})`;
+  if (err instanceof AuthorizationResponseError) return oauthErrorCode(err.error) ?? NONSTANDARD;
   const { status } = providerAnswer(err);
   if (err instanceof Error) {
     const label = (err as { code?: string }).code ?? err.name;
