@@ -1,5 +1,11 @@
 #!/usr/bin/env node
-import { main } from './main.js';
+// Libraries' debug output (the `debug` package: express's router, express-session, ...) goes
+// straight to stderr, past the logger's redaction: with DEBUG set it printed every request URL
+// (the callback's code and state) and the whole signed session cookie (found by red team). It
+// is read once, as those libraries load, so it goes before any of them does. `log.level: trace`
+// is the gateway's own, redacted, detail.
+delete process.env.DEBUG;
+const { main } = await import('./main.js');
 
 main(process.argv.slice(2), process.env).then(
   (code) => {
