@@ -2,12 +2,19 @@ import type { z } from 'zod';
 
 /**
  * One line per problem: "key.path: what is wrong". Built from the issue's path and message
- * only; the offending value is never printed, so neither is a secret.
+ * only; the offending value is never printed, so neither is a secret. Nor is a key of a map
+ * the config lets the user name (`extraAuthParams`): a value written in a key's place
+ * (`{ audience: api, <secret> }`) was printed as part of the path (found by red team). A key
+ * is shown when it is one of the schema's own, or misspells one.
  */
-export function formatPath(path: readonly PropertyKey[]): string {
+export function formatPath(path: readonly PropertyKey[], knownKeys: ReadonlySet<string>): string {
   if (path.length === 0) return '(root)';
   return path
-    .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`))
+    .map((p, i) => {
+      if (typeof p === 'number') return `[${p}]`;
+      const key = String(p);
+      return `${i === 0 ? '' : '.'}${knownKeys.has(key) || nearMiss(key, knownKeys) ? key : '(a key not shown)'}`;
+    })
     .join('');
 }
 
@@ -76,6 +83,6 @@ export function formatZodIssues(issues: readonly z.core.$ZodIssue[], knownKeys: 
       const shown = issue.keys.map((k) => (nearMiss(k, knownKeys) ? `"${k}"` : '(a key not shown: it may be a value)'));
       message = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${shown.join(', ')}`;
     }
-    return `${formatPath(issue.path)}: ${message}`;
+    return `${formatPath(issue.path, knownKeys)}: ${message}`;
   });
 }

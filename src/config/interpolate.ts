@@ -54,7 +54,14 @@ export function interpolate(
       const found = env[name];
       if (found !== undefined && found !== '') return found;
       if (fallback !== undefined) return fallback;
-      problems.push({ path, message: `environment variable ${name} is not set` });
+      // Named only when it reads as a variable's name: a generated secret holding `${...}`
+      // printed what lay between the braces (found by red team).
+      problems.push({
+        path,
+        message: /^[A-Z][A-Z0-9_]*$/.test(name)
+          ? `environment variable ${name} is not set`
+          : 'has a ${...} naming an environment variable that is not set (the name is not shown: it is not in UPPER_CASE, and may be part of a secret)',
+      });
       return '';
     });
     // `port: ${PORT:-3000}` should still be a number: a value that is exactly one placeholder

@@ -30,7 +30,7 @@ export function parseConfig(document: unknown, options: LoadOptions & { baseDir?
   const typed: TypedPlaceholder[] = [];
   const interpolated = interpolate(document ?? {}, env, problems, [], typed);
   if (problems.length > 0) {
-    throw new ConfigError(problems.map((p) => `${formatPath(p.path)}: ${p.message}`));
+    throw new ConfigError(problems.map((p) => `${formatPath(p.path, configKeys())}: ${p.message}`));
   }
   applyEnvOverrides(interpolated, env);
   const tracingProblem = applyTracingEnv(interpolated, env);

@@ -398,6 +398,25 @@ describe('values that only look set', () => {
   });
 });
 
+describe('a secret written where the config names things (found by red team)', () => {
+  const LEAK = 'q7Rk2sVx9LmZ4bTn';
+
+  // Fails if src/config/format-issues.ts formatPath prints every key again
+  // (`knownKeys.has(key) || nearMiss(key, knownKeys) ? key : ...` → `key`).
+  it("never prints a map's key that may be a value written in a key's place", () => {
+    const lines = problems(minimal({ oidc: { ...(minimal().oidc as object), extraAuthParams: { audience: 'https://api.example', [LEAK]: null } } }));
+    expect(lines).toEqual(['oidc.extraAuthParams.(a key not shown): Invalid input: expected string, received null']);
+  });
+
+  // Fails if src/config/interpolate.ts names every unset variable again.
+  it('never prints what lies in a ${...} whose name is not an UPPER_CASE variable name', () => {
+    const lines = problems(minimal({ oidc: { ...(minimal().oidc as object), clientSecret: `Xa9!\${${LEAK}}#2f` } }));
+    expect(lines.join('\n')).not.toContain(LEAK);
+    expect(lines).toEqual([expect.stringMatching(/^oidc\.clientSecret: has a \$\{\.\.\.\} naming an environment variable that is not set \(the name is not shown/)]);
+    expect(problems(minimal({ oidc: { ...(minimal().oidc as object), clientSecret: '${OIDC_SECRET}' } }))).toEqual(['oidc.clientSecret: environment variable OIDC_SECRET is not set']);
+  });
+});
+
 describe('typed placeholders', () => {
   it('turns a value that is exactly one placeholder into a number or boolean when it spells one', () => {
     expect(interpolate({ port: '${P:-3000}', flag: '${F}', name: 'x${P}' }, { F: 'true', P: '8080' }, [])).toEqual({
