@@ -17,7 +17,8 @@ import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-coo
 import { describeProviderError } from './oidc/errors.js';
 import { createRevoker, type Revoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
-import { closeRedis, createReplicaAcks, pingRedis, type RedisClient } from './redis/client.js';
+import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
+import { createReplicaAcks } from './redis/replica-acks.js';
 import { connectConfiguredRedis } from './startup.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';

@@ -145,50 +145,14 @@ function reviveAfterFailover(client: Redis): void {
   });
 }
 
-export interface ReplicaAcks {
-  /**
-   * Whether a replica holds every write `client` had answered when this was called, within
-   * `timeoutMs`: a mark is written after them on a connection of its own, and WAIT asks for
-   * one replica's acknowledgement of it (the replication stream keeps the master's order). Its
-   * own connection, because WAIT blocks the connection it is sent on, and the shared one
-   * carries every proxied call. False on any failure.
-   */
-  acknowledged(timeoutMs: number): Promise<boolean>;
-  /** Calls `listener` after each reconnect of `client` (a failover is one); returns its removal. */
-  onReconnect(listener: () => void): () => void;
-  close(): void;
+/** Whether `client` finds its master through Sentinel (redis/replica-acks.ts). */
+export function isSentinelClient(client: RedisClient): boolean {
+  return !(client instanceof Cluster) && client.options.sentinels !== undefined && client.options.sentinels !== null;
 }
 
-/**
- * For a Sentinel client only: a single node has nothing to fail over to, and a Cluster's writes
- * go to many nodes (not covered, docs/operations.md).
- */
-export function createReplicaAcks(client: RedisClient, markKey: string): ReplicaAcks | undefined {
-  if (client instanceof Cluster || !client.options.sentinels) return undefined;
-  const own = client.duplicate();
-  own.on('error', () => undefined);
-  const timeoutMs = deadlines.get(client)?.timeoutMs;
-  if (timeoutMs !== undefined) withDeadlines(own, timeoutMs);
-  reviveAfterFailover(own);
-  return {
-    acknowledged(ms) {
-      const asked = (async () => {
-        // Connected on first use; ioredis reconnects it by itself after that.
-        if (own.status === 'wait') await own.connect();
-        await own.set(markKey, '1', 'PX', 60_000);
-        return (await own.wait(1, ms)) >= 1;
-      })().catch(() => false);
-      // Bounded whatever hangs (a connect through a failover): a session's end waits on it.
-      let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms + 2 * (timeoutMs ?? 1000), false)));
-      return Promise.race([asked, bound]).finally(() => clearTimeout(timer));
-    },
-    onReconnect(listener) {
-      client.on('ready', listener);
-      return () => void client.off('ready', listener);
-    },
-    close: () => disconnectRedis(own),
-  };
+/** The command timeout a client's deadlines enforce, if any (redis/deadlines.ts). */
+export function commandTimeoutOf(client: RedisClient): number | undefined {
+  return deadlines.get(client)?.timeoutMs;
 }
 
 /** Ends a client at once (the bus's subscriber); a Sentinel client is not revived after it. */
@@ -269,13 +233,14 @@ export async function closeRedis(client: RedisClient): Promise<void> {
 }
 
 /**
- * A second connection for pub/sub (a subscribed connection can run no other command), with the
- * same options. ioredis resubscribes by itself after a reconnect (autoResubscribe). On Cluster
+ * A connection of its own with the same options, deadlines and revival: for pub/sub (a
+ * subscribed connection can run no other command) and for WAIT (which blocks the connection it
+ * is sent on). ioredis resubscribes by itself after a reconnect (autoResubscribe). On Cluster
  * it subscribes through one node to a plain channel: PUBLISH reaches every node of a cluster,
  * and every instance needs every event (any instance may hold any session's streams), so
  * sharded pub/sub would only make each instance subscribe to every shard.
  */
-export function createSubscriber(client: RedisClient): RedisClient {
+export function duplicateConnection(client: RedisClient): RedisClient {
   // Two calls: Redis and Cluster each have their own duplicate(), and the union has no common signature.
   if (client instanceof Cluster) return client.duplicate();
   const subscriber = client.duplicate();

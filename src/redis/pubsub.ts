@@ -1,6 +1,6 @@
 /**
  * The session-event bus's Redis transport: PUBLISH on the shared command connection, one
- * subscriber connection per process (redis/client.ts createSubscriber) on one channel.
+ * subscriber connection per process (redis/client.ts duplicateConnection) on one channel.
  *
  * Nothing here decides what a message means (session/events.ts does). What this file owns is
  * the connection's life: a subscriber that cannot connect at startup keeps retrying (ioredis
@@ -9,7 +9,7 @@
  * while it was away are lost to it (pub/sub keeps nothing).
  */
 import { randomBytes } from 'node:crypto';
-import { createSubscriber, disconnectRedis, type RedisClient } from './client.js';
+import { disconnectRedis, duplicateConnection, type RedisClient } from './client.js';
 
 /**
  * The subscriber's connection, whatever its state: connect() only a client that is not already
@@ -72,7 +72,7 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
 
       /** `missed`: events may have been published while nothing heard them (a deaf subscription replaced). */
       function open(missed: boolean): void {
-        const sub = createSubscriber(client);
+        const sub = duplicateConnection(client);
         subscriber = sub;
         subscribed = false;
         sub.on('error', (err: Error) => options.onError?.(err));

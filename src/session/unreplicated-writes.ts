@@ -17,7 +17,7 @@
  * This narrows the window to the writes of a process that dies with the master; it does not
  * make Redis strongly consistent (Redis documents as much of WAIT).
  */
-import type { ReplicaAcks } from '../redis/client.js';
+import type { ReplicaAcks } from '../redis/replica-acks.js';
 
 export interface UnreplicatedWrites {
   /**

@@ -12,7 +12,7 @@
  * followed one marked command and, once it was gone from the queue, failed every command in it.
  */
 import type { Redis } from 'ioredis';
-import { closeRedis, connectRedis, createRedis, createSubscriber, disconnectRedis } from '../../../src/redis/client.js';
+import { closeRedis, connectRedis, createRedis, duplicateConnection, disconnectRedis } from '../../../src/redis/client.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { withTimeout } from '../../support/wait.js';
 
@@ -134,7 +134,7 @@ describe('a healthy Redis', () => {
 });
 
 it('gives a subscriber the same deadlines', async () => {
-  const subscriber = createSubscriber(redis) as Redis;
+  const subscriber = duplicateConnection(redis) as Redis;
   try {
     expect(subscriber.options.commandTimeout).toBeUndefined();
     await connectRedis(subscriber, 5000);
