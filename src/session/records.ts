@@ -72,7 +72,9 @@ local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 local tv = string.match(cur, '^{"tv":(%d+),"tok":"[%w%._%-]*"')
 if not tv then return -2 end
-if tv ~= ARGV[1] then return 0 end
+if ARGV[4] == 'raise' then
+  if tonumber(tv) >= tonumber(ARGV[2]) then return 0 end
+elseif tv ~= ARGV[1] then return 0 end
 local rest = string.match(cur, '^{"tv":%d+,"tok":"[%w%._%-]*"(.*)$')
 local ttl = redis.call('PTTL', KEYS[1])
 local val = '{"tv":' .. ARGV[2] .. ',"tok":"' .. ARGV[3] .. '"' .. rest
@@ -101,7 +103,12 @@ export interface SessionRecords {
   /** Reads only the token head (version + sealed value). */
   peekTokens(digest: string): Promise<SealedTokens | undefined>;
   write(digest: string, session: StoredSession): Promise<void>;
-  casTokens(digest: string, expectedVersion: number, next: SealedTokens): Promise<CasResult>;
+  /**
+   * Writes `next` over version `expectedVersion` only; with `raise`, over any version below
+   * `next.v` (a set written again after a failover, unreplicated-writes.ts: the promoted replica
+   * may hold any earlier version of the chain).
+   */
+  casTokens(digest: string, expectedVersion: number, next: SealedTokens, how?: 'exact' | 'raise'): Promise<CasResult>;
   /** Deletes the record, and what take() kept of it. */
   remove(digest: string): Promise<void>;
   /**
@@ -266,10 +273,10 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
         redis.eval(WRITE_RECORD, 2, keys.session(digest), keys.endedSession(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
       );
     },
-    async casTokens(digest, expectedVersion, next) {
+    async casTokens(digest, expectedVersion, next, how = 'exact') {
       if (!/^[A-Za-z0-9._-]*$/.test(next.sealed)) throw new TypeError('sealed tokens must be base64url and dots');
       const result = await timed('session_cas', () =>
-        redis.eval(CAS_TOKENS, 1, keys.session(digest), String(expectedVersion), String(next.v), next.sealed),
+        redis.eval(CAS_TOKENS, 1, keys.session(digest), String(expectedVersion), String(next.v), next.sealed, how),
       );
       return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
     },

@@ -70,8 +70,8 @@ export interface RefreshCoordinatorOptions {
   /** A new token set was stored for this session (the session-event bus tells other instances). */
   onRefreshed?: (digest: string) => void;
   /**
-   * After a new set is written over `seenVersion`, before the call goes on with it (a Sentinel
-   * master's replica's acknowledgement, unreplicated-writes.ts).
+   * After a new set is written over `seenVersion`, not waited for (a Sentinel master's
+   * replicas' acknowledgement, unreplicated-writes.ts).
    */
   afterWrite?: (digest: string, seenVersion: number, next: TokenSet) => Promise<void>;
   /**

@@ -174,7 +174,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       if (winner) return winner;
     }
     if (spends) forget(digest);
-    await options.afterWrite?.(digest, seen.version, next);
+    void options.afterWrite?.(digest, seen.version, next);
     options.onRefresh?.('success', context);
     options.onRefreshed?.(digest);
     return { version, tokens: next };

@@ -41,7 +41,7 @@ export type IndexForm = 'pending' | 'saved';
 export interface EndOptions {
   keep?: boolean;
   revokes?: boolean;
-  /** An end applied again (unreplicated-ends.ts): not handed to afterEnd a second time. */
+  /** An end applied again (unreplicated-writes.ts): not handed to afterEnd a second time. */
   again?: boolean;
 }
 
@@ -92,7 +92,7 @@ export interface RegistryOptions {
   onEnded?: (sessionDigest: string, reason: EndReason) => void;
   /** An ended session's index entries could not be removed (readers drop them: the record is gone). */
   onIndexError?: (err: unknown) => void;
-  /** After each end is written (a Sentinel master's replica's acknowledgement, unreplicated-ends.ts). */
+  /** After each end is written, not waited for (a Sentinel master's replicas' acknowledgement, unreplicated-writes.ts). */
   afterEnd?: (sessionDigest: string, reason: EndReason, revokes: boolean) => Promise<void>;
 }
 
@@ -143,7 +143,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // instance and its caller revokes its tokens.
     await unindex(sessionDigest, stored);
     options.onEnded?.(sessionDigest, reason);
-    if (!how.again) await options.afterEnd?.(sessionDigest, reason, revokes);
+    // Not waited for: what it remembers is this process's, whether or not the caller answered,
+    // and an end of many sessions (a back-channel logout by sub) waited for each in turn.
+    if (!how.again) void options.afterEnd?.(sessionDigest, reason, revokes);
     return stored;
   }
 

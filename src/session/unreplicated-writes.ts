@@ -58,6 +58,7 @@ export function createUnreplicatedWrites(options: UnreplicatedWritesOptions): Un
   let connection = 0;
   let timer: NodeJS.Timeout | undefined;
   let checking = false;
+  let closed = false;
 
   async function recheck(): Promise<void> {
     if (checking) return;
@@ -96,7 +97,7 @@ export function createUnreplicatedWrites(options: UnreplicatedWritesOptions): Un
   return {
     async confirm(key, again) {
       const on = connection;
-      if (await acks.acknowledged(waitMs)) return;
+      if ((await acks.acknowledged(waitMs)) || closed) return;
       options.onUnconfirmed?.();
       const write: Remembered = { reapply: again, until: performance.now() + keepMs, appliedOn: on };
       remembered.delete(key);
@@ -110,6 +111,7 @@ export function createUnreplicatedWrites(options: UnreplicatedWritesOptions): Un
       return remembered.size;
     },
     close() {
+      closed = true;
       stopListening();
       if (timer) clearInterval(timer);
       timer = undefined;

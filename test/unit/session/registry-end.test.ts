@@ -114,3 +114,25 @@ describe('registry.end when Redis fails the removal', () => {
     expect(await records.peek(live)).toBeDefined();
   });
 });
+
+// Fails if registry.end waits for afterEnd again (`void options.afterEnd?.(...)` → `await ...`):
+// a replica that never acknowledged held every end for its WAIT, one after another for a
+// back-channel logout of many sessions (found by review: 6 sessions, 3.4 s).
+it('hands each end to afterEnd (not a re-applied one) without waiting for it', async () => {
+  const { redis, keys, records, d } = await setUp();
+  const handed: string[] = [];
+  const registry = createSessionRegistry({
+    keys,
+    idleTimeoutSeconds: 600,
+    absoluteTimeoutSeconds: 3600,
+    redis,
+    records,
+    afterEnd: (digestOf, reason, revokes) => {
+      handed.push(`${digestOf} ${reason} ${revokes}`);
+      return new Promise<void>(() => undefined);
+    },
+  });
+  expect((await registry.end(d, 'logout'))?.auth?.sub).toBe('alice');
+  await registry.end(d, 'logout', { again: true });
+  expect(handed).toEqual([`${d} logout true`]);
+});

@@ -4,8 +4,8 @@
  * did not is made again after each reconnect, until a WAIT through the connection it was last
  * made on confirms it; a write is given up after keepMs.
  *
- * Mutation that fails this file (checked by hand): recheck() clearing every remembered write on
- * an acknowledgement (`write.appliedOn === on` made `true`).
+ * Mutations that fail this file (checked by hand): recheck() clearing every remembered write on
+ * an acknowledgement (`write.appliedOn === on` made `true`); confirm() without `|| closed`.
  */
 import { createUnreplicatedWrites } from '../../../src/session/unreplicated-writes.js';
 import { eventually } from '../../support/wait.js';
@@ -76,4 +76,20 @@ it('keeps the latest write of a key, and gives a write up after keepMs', async (
   expect(made).toEqual(['second']);
   await eventually('given up', 2_000, async () => writes.pending === 0);
   writes.close();
+});
+
+// A confirm() waiting when close() ran remembered its write after it, and asked the closed
+// connection every recheckMs for keepMs (found by review).
+it('remembers nothing once closed, a confirm under way included', async () => {
+  let answer!: (acknowledged: boolean) => void;
+  const writes = createUnreplicatedWrites({
+    acks: { acknowledged: () => new Promise<boolean>((resolve) => (answer = resolve)), onReconnect: () => () => undefined },
+    waitMs: 10,
+    recheckMs: 5,
+  });
+  const confirming = writes.confirm('end e', async () => undefined);
+  writes.close();
+  answer(false);
+  await confirming;
+  expect(writes.pending).toBe(0);
 });
