@@ -22,7 +22,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { createTestClock } from '../../support/gateway.js';
 import { signIn } from '../../support/drive-login.js';
 import { startRedisSentinel, type RedisSentinelSet } from '../../support/redis-sentinel.js';
-import { postLogoutToken } from '../../support/session-calls.js';
+import { postLogoutToken, statusThroughFailover } from '../../support/session-calls.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { eventually } from '../../support/wait.js';
@@ -51,22 +51,7 @@ afterAll(async () => {
   await set?.close();
 });
 
-/** `path` with a bare copy of the cookie, asked again while the gateway answers 503 (the switch). */
-async function statusWith(cookie: string, path: string): Promise<number> {
-  let status = 0;
-  await eventually(
-    `${path} answered (not 503)`,
-    30_000,
-    async () => {
-      const res = await fetch(`${stack.gateway.url}${path}`, { headers: { cookie, ...csrf }, signal: AbortSignal.timeout(5_000) });
-      status = res.status;
-      await res.arrayBuffer();
-      return status !== 503;
-    },
-    { intervalMs: 200 },
-  );
-  return status;
-}
+const statusWith = (cookie: string, path: string) => statusThroughFailover(stack.gateway.url, cookie, path);
 
 it('a logout, a back-channel logout and two refreshes answered before a failover stay done after it', async () => {
   const name = stack.config.derived.sessionCookieName;

@@ -17,6 +17,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { adminCall, startRedisSentinel, type RedisSentinelSet } from '../../support/redis-sentinel.js';
 import type { RedisServer } from '../../support/redis-server.js';
+import { statusThroughFailover } from '../../support/session-calls.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import { eventually } from '../../support/wait.js';
 
@@ -55,21 +56,7 @@ afterAll(async () => {
   await set?.close();
 });
 
-async function statusWith(cookie: string, path: string): Promise<number> {
-  let status = 0;
-  await eventually(
-    `${path} answered (not 503)`,
-    30_000,
-    async () => {
-      const res = await fetch(`${stack.gateway.url}${path}`, { headers: { cookie, ...csrf }, signal: AbortSignal.timeout(5_000) });
-      status = res.status;
-      await res.arrayBuffer();
-      return status !== 503;
-    },
-    { intervalMs: 200 },
-  );
-  return status;
-}
+const statusWith = (cookie: string, path: string) => statusThroughFailover(stack.gateway.url, cookie, path);
 
 it('a logout acknowledged only by a replica Sentinel will not promote stays done after the failover', async () => {
   const name = stack.config.derived.sessionCookieName;
