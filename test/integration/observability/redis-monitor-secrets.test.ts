@@ -9,7 +9,6 @@
  * Mutation that fails it (checked by hand): src/redis/keys.ts digest() returning its input
  * (the session ID then names the session's keys).
  */
-import { Redis } from 'ioredis';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { createTestClock } from '../../support/gateway.js';
@@ -19,6 +18,7 @@ import { redisUrlForTests } from '../../support/redis-server.js';
 import { sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../support/oidc-provider.js';
 import { eventually } from '../../support/wait.js';
+import { startRedisMonitor, type RedisMonitor } from '../../support/redis-monitor.js';
 import { digest } from '../../../src/redis/keys.js';
 
 const csrf = { 'x-csrf': '1' };
@@ -27,14 +27,11 @@ const LEDGER = 'https://ledger.example';
 const clock = createTestClock();
 let stack: Stack;
 let upstream: Upstream;
-let monitor: Redis;
-const commands: string[] = [];
+let monitor: RedisMonitor;
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  monitor = new Redis(redisUrlForTests());
-  const m = await monitor.monitor();
-  m.on('monitor', (_t: string, args: string[]) => commands.push(args.join(' ')));
+  monitor = await startRedisMonitor(redisUrlForTests());
   stack = await startStack({
     clock,
     client: { grant_types: ['authorization_code', 'refresh_token', 'client_credentials', TOKEN_EXCHANGE] },
@@ -58,7 +55,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  monitor?.disconnect();
+  monitor?.stop();
   await stack?.close();
   await upstream?.close();
 });
@@ -102,8 +99,8 @@ it('no secret in any Redis command of a whole life', async () => {
   expect(secrets['dpop d']).toEqual(expect.any(String));
   expect(Object.keys(t?.exchanged ?? {})).toHaveLength(1);
   const sessionKey = gw.runtime.keys.session(digest(secrets['session ID'] as string));
-  await eventually('the monitor caught up', 5_000, async () => commands.some((line) => line.includes(sessionKey)) && commands.some((line) => /backchannel|jti:/.test(line)));
+  await eventually('the monitor caught up', 5_000, async () => monitor.lines.some((line) => line.includes(sessionKey)) && monitor.lines.some((line) => /backchannel|jti:/.test(line)));
   const found: string[] = [];
-  for (const line of commands) for (const [n, v] of Object.entries(secrets)) if (v && line.includes(v)) found.push(`${n}: ${line.slice(0, 160).split(v).join('<x>')}`);
+  for (const line of monitor.lines) for (const [n, v] of Object.entries(secrets)) if (v && line.includes(v)) found.push(`${n}: ${line.slice(0, 160).split(v).join('<x>')}`);
   expect(found).toEqual([]);
 }, 120_000);
