@@ -50,6 +50,9 @@ export interface AuthRouteDeps {
   revoke: Revoker;
 }
 
+/** A provider clock further off than this is logged (provider_clock_skew). */
+export const PROVIDER_SKEW_WARN_SECONDS = 60;
+
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 
 export function createAuthRouter(deps: AuthRouteDeps): Router {
@@ -118,6 +121,23 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   function trimFailed(err: unknown): undefined {
     logger.warn({ event: 'login_trim_failed', reason: describeProviderError(err) }, "could not end the user's oldest sessions past session.maxPerUser");
     return undefined;
+  }
+
+  /**
+   * The provider's clock as its ID token tells it (issued a moment ago). Logout tokens live
+   * minutes: a provider behind by more than that makes every back-channel logout a 400 while
+   * sign-ins, whose ID tokens live an hour, work on (found by red team: a silent failure). Said
+   * once per 10 min at most.
+   */
+  let skewSaidAt = Number.NEGATIVE_INFINITY;
+  function noteProviderClock(issuedAt: number, now: number): void {
+    const seconds = Math.round(now / 1000 - issuedAt);
+    if (Math.abs(seconds) <= PROVIDER_SKEW_WARN_SECONDS || now - skewSaidAt < 600_000) return;
+    skewSaidAt = now;
+    logger.warn(
+      { event: 'provider_clock_skew', seconds },
+      "the provider's clock differs from the gateway's (seconds > 0: the provider is behind); back-channel logout tokens may be refused as expired or not yet valid: check NTP on both",
+    );
   }
 
   function successionFailed(err: unknown): undefined {
@@ -190,6 +210,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const createdAt = clock();
+    noteProviderClock(claims.iat, createdAt);
     const auth: AuthData = {
       handle: randomBytes(16).toString('base64url'),
       sub: claims.sub,
