@@ -26,3 +26,18 @@ export function steady(clock: () => number): () => number {
     return at;
   };
 }
+
+/**
+ * A gate that opens at most once per `ms` of `clock` (steady: a step back of the host's clock
+ * does not keep it shut): for log lines said once per interval, however often their cause comes.
+ */
+export function atMostEvery(ms: number, clock: () => number): () => boolean {
+  const now = steady(clock);
+  let openedAt = Number.NEGATIVE_INFINITY;
+  return () => {
+    const at = now();
+    if (at - openedAt < ms) return false;
+    openedAt = at;
+    return true;
+  };
+}

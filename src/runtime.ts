@@ -19,6 +19,7 @@ import { createRevoker, type Revoker } from './oidc/revocation.js';
 import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
 import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createReplicaAcks } from './redis/replica-acks.js';
+import { atMostEvery } from './clock.js';
 import { connectConfiguredRedis } from './startup.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
@@ -149,16 +150,16 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     void held.recheck();
   });
   // Sentinel only (createReplicaAcks): a Cluster's writes go to many nodes (not covered: docs/operations.md).
-  let lastUnreplicatedLog = 0;
+  const mayLogUnreplicated = atMostEvery(10_000, clock);
   const replicaAcks = createReplicaAcks(redis, keys.replicationMark());
   const unreplicated = replicaAcks
     ? createUnreplicatedWrites({
         acks: replicaAcks,
         waitMs: Math.min(500, Math.floor(config.redis.commandTimeoutMs / 2)),
         onUnconfirmed: () => {
-          if (clock() - lastUnreplicatedLog < 10_000) return;
-          lastUnreplicatedLog = clock();
-          logger.warn({ event: 'session_write_unreplicated' }, 'no Redis replica acknowledged a session end or token set in time; it is written again after a failover (said once per 10 s)');
+          if (mayLogUnreplicated()) {
+            logger.warn({ event: 'session_write_unreplicated' }, 'no Redis replica acknowledged a session end or token set in time; it is written again after a failover (said once per 10 s)');
+          }
         },
       })
     : undefined;

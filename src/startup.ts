@@ -6,21 +6,19 @@ import type { Config } from './config/load.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { connectRedis, createRedis, disconnectRedis, type RedisClient } from './redis/client.js';
+import { atMostEvery } from './clock.js';
 
 export class StartupError extends Error {
   override readonly name = 'StartupError';
 }
 
 export async function connectConfiguredRedis(config: Config, logger: Logger, metrics: Metrics, clock: () => number): Promise<RedisClient> {
-  let lastLog = 0;
+  // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
+  const mayLog = atMostEvery(10_000, clock);
   const client = createRedis(config.redis, {
     onError(err) {
       metrics.redisErrors.inc({ kind: 'connection' });
-      // ioredis reports every reconnect attempt; one line per 10 s is enough to see an outage.
-      if (clock() - lastLog > 10_000) {
-        lastLog = clock();
-        logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
-      }
+      if (mayLog()) logger.warn({ event: 'redis_error', err }, 'Redis connection problem');
     },
   });
   try {

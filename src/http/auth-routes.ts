@@ -13,6 +13,7 @@ import { describeProviderError, oauthErrorCode } from '../oidc/errors.js';
 import { askedOf } from '../oidc/authorization-request.js';
 import { completeAuthorization, startAuthorization } from '../oidc/flows.js';
 import { digest } from '../redis/keys.js';
+import { atMostEvery } from '../clock.js';
 import { withStore } from '../redis/errors.js';
 import { createLoginCapacity } from './login-capacity.js';
 import type { LoginLimiter } from '../redis/rate-limit.js';
@@ -129,11 +130,10 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
    * sign-ins, whose ID tokens live an hour, work on (found by red team: a silent failure). Said
    * once per 10 min at most.
    */
-  let skewSaidAt = Number.NEGATIVE_INFINITY;
+  const maySaySkew = atMostEvery(600_000, clock);
   function noteProviderClock(issuedAt: number, now: number): void {
     const seconds = Math.round(now / 1000 - issuedAt);
-    if (Math.abs(seconds) <= PROVIDER_SKEW_WARN_SECONDS || now - skewSaidAt < 600_000) return;
-    skewSaidAt = now;
+    if (Math.abs(seconds) <= PROVIDER_SKEW_WARN_SECONDS || !maySaySkew()) return;
     logger.warn(
       { event: 'provider_clock_skew', seconds },
       "the provider's clock differs from the gateway's (seconds > 0: the provider is behind); back-channel logout tokens may be refused as expired or not yet valid: check NTP on both",

@@ -8,6 +8,7 @@
  */
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
+import { atMostEvery } from '../clock.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { withStore } from '../redis/errors.js';
@@ -36,7 +37,7 @@ export function createLoginCapacity(deps: LoginCapacityDeps): (held: number) => 
   const { transactions, metrics, logger, clock } = deps;
   const cap = deps.config.rateLimit.maxActiveLogins;
   const share = Math.max(MIN_NETWORK_SHARE, Math.ceil(cap / NETWORK_SHARES));
-  let lastCapLog = -Infinity;
+  const mayLog = atMostEvery(CAP_LOG_INTERVAL_MS, clock);
   const refuse = (description: string, retryAfterSeconds: number) => {
     metrics.loginTransactions.inc({ outcome: 'over_capacity' });
     return new GatewayError('rate_limited', { description, headers: { 'Retry-After': String(retryAfterSeconds) } });
@@ -47,10 +48,7 @@ export function createLoginCapacity(deps: LoginCapacityDeps): (held: number) => 
       throw refuse('Too many sign-ins from your network are in progress; try again later.', load.retryAfterSeconds);
     }
     if (load.active < cap) return;
-    if (clock() - lastCapLog >= CAP_LOG_INTERVAL_MS) {
-      lastCapLog = clock();
-      logger.warn({ event: 'login_capacity', active: load.active, max: cap }, 'too many logins in progress; refusing new ones');
-    }
+    if (mayLog()) logger.warn({ event: 'login_capacity', active: load.active, max: cap }, 'too many logins in progress; refusing new ones');
     throw refuse('Too many sign-ins are in progress; try again later.', load.retryAfterSeconds);
   };
 }

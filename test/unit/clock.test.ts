@@ -1,8 +1,10 @@
 /**
  * steady(): an injected clock with its backward steps absorbed (src/clock.ts), for in-process
- * waits. Mutation that fails it (checked by hand): `offset += last - at` removed.
+ * waits; atMostEvery(), the gate of log lines said once per interval, on it.
+ * Mutations that fail it (checked by hand): `offset += last - at` removed (both tests);
+ * atMostEvery without `if (at - openedAt < ms) return false;`.
  */
-import { steady } from '../../src/clock.js';
+import { atMostEvery, steady } from '../../src/clock.js';
 
 it('never goes back, and goes on from its last reading after a step back', () => {
   let wall = 1_000_000;
@@ -17,4 +19,19 @@ it('never goes back, and goes on from its last reading after a step back', () =>
   // A forward step is kept: a wait ends early, never late.
   wall += 60_000;
   expect(now()).toBe(1_061_500);
+});
+
+it('opens at most once per interval, and a step back of the clock does not keep it shut', () => {
+  let wall = 1_000_000;
+  const may = atMostEvery(10_000, () => wall);
+  expect(may()).toBe(true);
+  expect(may()).toBe(false);
+  wall += 9_999;
+  expect(may()).toBe(false);
+  wall += 1;
+  expect(may()).toBe(true);
+  wall -= 3_600_000;
+  expect(may()).toBe(false);
+  wall += 10_000;
+  expect(may()).toBe(true);
 });
