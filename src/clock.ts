@@ -41,3 +41,10 @@ export function atMostEvery(ms: number, clock: () => number): () => boolean {
     return true;
   };
 }
+
+/** What `work` settles to, or `fallback` once `ms` have passed (the timer cleared either way). */
+export function within<T>(work: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<T>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms), fallback)));
+  return Promise.race([work, bound]).finally(() => clearTimeout(timer));
+}

@@ -4,6 +4,7 @@ import type { ProviderHandle, ProviderState } from './client.js';
 import { describeProviderError } from './errors.js';
 import type { GrantedTokens } from './granted.js';
 import type { TokenSet } from '../session/tokens.js';
+import { within } from '../clock.js';
 
 /** At most this many further access tokens (resource and exchanged ones) are revoked per session. */
 export const MAX_EXTRA_REVOCATIONS = 16;
@@ -156,12 +157,7 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
   async function settle(ms: number): Promise<void> {
     const deadline = performance.now() + ms;
     while (pending.size > 0 && performance.now() < deadline) {
-      let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, deadline - performance.now());
-      });
-      await Promise.race([Promise.allSettled([...pending]), bound]);
-      clearTimeout(timer);
+      await within(Promise.allSettled([...pending]), deadline - performance.now(), []);
     }
   }
 

@@ -2,6 +2,7 @@
  * A replica's acknowledgement of what a Sentinel master took (session/unreplicated-writes.ts).
  */
 import { commandTimeoutOf, disconnectRedis, duplicateConnection, isSentinelClient, type RedisClient } from './client.js';
+import { within } from '../clock.js';
 
 export interface ReplicaAcks {
   /**
@@ -67,11 +68,7 @@ export function createReplicaAcks(client: RedisClient, markKey: string): Replica
   }
 
   /** One round, bounded whatever hangs (a connect through a failover). */
-  function round(ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<boolean>((resolve) => (timer = setTimeout(resolve, ms + 2 * (timeoutMs ?? 1000), false)));
-    return Promise.race([ask(ms).catch(() => false), bound]).finally(() => clearTimeout(timer));
-  }
+  const round = (ms: number): Promise<boolean> => within(ask(ms).catch(() => false), ms + 2 * (timeoutMs ?? 1000), false);
 
   function acknowledged(ms: number): Promise<boolean> {
     if (inFlight === undefined) {

@@ -27,6 +27,7 @@
  * The provider call is injected (`refresh`), so this module knows nothing about OIDC.
  */
 import { GatewayError } from '../errors.js';
+import { within } from '../clock.js';
 import { sleep, tryLock, type Lock } from '../redis/lock.js';
 import { sessionGone } from './gone.js';
 import { storeUnavailable } from '../redis/errors.js';
@@ -270,14 +271,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
     },
     async close() {
       const closeStarted = performance.now();
-      if (inFlight.size > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        const bound = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, closeWaitMs);
-        });
-        await Promise.race([Promise.allSettled([...inFlight.values()]), bound]);
-        clearTimeout(timer);
-      }
+      if (inFlight.size > 0) await within(Promise.allSettled([...inFlight.values()]), closeWaitMs, []);
       // What is left of the same budget: a set kept through a Redis outage that ends meanwhile
       // is written yet.
       await unsaved.close(Math.max(0, closeStarted + closeWaitMs - performance.now()));

@@ -4,7 +4,7 @@
  * Mutations that fail it (checked by hand): `offset += last - at` removed (both tests);
  * atMostEvery without `if (at - openedAt < ms) return false;`.
  */
-import { atMostEvery, steady } from '../../src/clock.js';
+import { atMostEvery, steady, within } from '../../src/clock.js';
 
 it('never goes back, and goes on from its last reading after a step back', () => {
   let wall = 1_000_000;
@@ -34,4 +34,12 @@ it('opens at most once per interval, and a step back of the clock does not keep 
   expect(may()).toBe(false);
   wall += 10_000;
   expect(may()).toBe(true);
+});
+
+// within(): the bound every close and acknowledgement waits under. Mutation (checked by hand):
+// the timer resolving without `fallback` (`setTimeout(resolve, Math.max(0, ms))`).
+it('settles to the work, or to the fallback once the time is up', async () => {
+  await expect(within(Promise.resolve('done'), 1_000, 'late')).resolves.toBe('done');
+  await expect(within(new Promise<string>(() => undefined), 10, 'late')).resolves.toBe('late');
+  await expect(within(new Promise<string>(() => undefined), -5, 'late')).resolves.toBe('late');
 });
