@@ -197,7 +197,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
           afterWrite: (d: string, seen: number, next: TokenSet) =>
             // Over any earlier version: two refreshes in one gap leave only the later remembered,
             // and the promoted replica may hold the set before the first (found by review).
-            unreplicated.confirm(`tokens ${d}`, () => records.casTokens(d, seen, { v: seen + 1, sealed: vault.seal(d, next) }, 'raise')),
+            unreplicated.confirm(`tokens ${d}`, () => records.raiseTokens(d, { v: seen + 1, sealed: vault.seal(d, next) })),
         }
       : {}),
     // Best effort, in the background: the call that refreshed is answered login_required now.

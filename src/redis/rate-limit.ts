@@ -20,7 +20,7 @@ end
 return {n, ttl}`;
 
 /** Counts one hit in `key`'s window; returns the count so far and the window's time left (ms). */
-export async function hitWindow(redis: RedisClient, key: string, windowSeconds: number): Promise<{ count: number; remainingMs: number }> {
+async function hitWindow(redis: RedisClient, key: string, windowSeconds: number): Promise<{ count: number; remainingMs: number }> {
   const [count, remainingMs] = (await redis.eval(HIT, 1, key, String(windowSeconds * 1000))) as [number, number];
   return { count: Number(count), remainingMs: Number(remainingMs) };
 }

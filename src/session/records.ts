@@ -103,12 +103,13 @@ export interface SessionRecords {
   /** Reads only the token head (version + sealed value). */
   peekTokens(digest: string): Promise<SealedTokens | undefined>;
   write(digest: string, session: StoredSession): Promise<void>;
+  /** Writes `next` over version `expectedVersion` only. */
+  casTokens(digest: string, expectedVersion: number, next: SealedTokens): Promise<CasResult>;
   /**
-   * Writes `next` over version `expectedVersion` only; with `raise`, over any version below
-   * `next.v` (a set written again after a failover, unreplicated-writes.ts: the promoted replica
-   * may hold any earlier version of the chain).
+   * Writes `next` over any version below `next.v`: a set written again after a failover
+   * (unreplicated-writes.ts), where the promoted replica may hold any earlier version of the chain.
    */
-  casTokens(digest: string, expectedVersion: number, next: SealedTokens, how?: 'exact' | 'raise'): Promise<CasResult>;
+  raiseTokens(digest: string, next: SealedTokens): Promise<CasResult>;
   /** Deletes the record, and what take() kept of it. */
   remove(digest: string): Promise<void>;
   /**
@@ -233,6 +234,12 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     return view;
   }
 
+  async function writeTokens(digest: string, expectedVersion: string, next: SealedTokens, mode: 'exact' | 'raise'): Promise<CasResult> {
+    if (!/^[A-Za-z0-9._-]*$/.test(next.sealed)) throw new TypeError('sealed tokens must be base64url and dots');
+    const result = await timed('session_cas', () => redis.eval(CAS_TOKENS, 1, keys.session(digest), expectedVersion, String(next.v), next.sealed, mode));
+    return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
+  }
+
   return {
     load(digest) {
       return timed('session_read', async () => {
@@ -273,13 +280,8 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
         redis.eval(WRITE_RECORD, 2, keys.session(digest), keys.endedSession(digest), text, String(session.tokens?.v ?? 0), String(idleTimeoutSeconds)),
       );
     },
-    async casTokens(digest, expectedVersion, next, how = 'exact') {
-      if (!/^[A-Za-z0-9._-]*$/.test(next.sealed)) throw new TypeError('sealed tokens must be base64url and dots');
-      const result = await timed('session_cas', () =>
-        redis.eval(CAS_TOKENS, 1, keys.session(digest), String(expectedVersion), String(next.v), next.sealed, how),
-      );
-      return result === 1 ? 'written' : result === 0 ? 'stale' : 'missing';
-    },
+    casTokens: (digest, expectedVersion, next) => writeTokens(digest, String(expectedVersion), next, 'exact'),
+    raiseTokens: (digest, next) => writeTokens(digest, '', next, 'raise'),
     async remove(digest) {
       await timed('session_delete', () => redis.del(keys.session(digest), keys.takenRecord(digest)));
     },

@@ -175,7 +175,7 @@ export function createRefreshCoordinator(options: RefreshCoordinatorOptions): Ow
       if (winner) return winner;
     }
     if (spends) forget(digest);
-    void options.afterWrite?.(digest, seen.version, next);
+    if (result === 'written') void options.afterWrite?.(digest, seen.version, next);
     options.onRefresh?.('success', context);
     options.onRefreshed?.(digest);
     return { version, tokens: next };

@@ -14,8 +14,9 @@
  *
  * Mutations that fail this file (checked by hand): src/session/unreplicated-writes.ts
  * reapplyAll's loop removed; src/session/refresh.ts without `void options.afterWrite?.(...)`
- * (the refresh part); src/runtime.ts afterWrite's `casTokens(..., 'raise')` → `'exact'` (the
- * second of two refreshes written over the version it replaced).
+ * (the refresh part); src/runtime.ts afterWrite's `records.raiseTokens(d, {...})` →
+ * `records.casTokens(d, seen, {...})` (the second of two refreshes written over exactly the
+ * version it replaced).
  */
 import { tokensOfSession } from '../../support/assertions.js';
 import { BrowserClient } from '../../support/browser-client.js';
