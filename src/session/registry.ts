@@ -19,7 +19,7 @@ import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
 import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import { createSuccession, type Succession } from './succession.js';
 import { createProviderLogouts, type ProviderLogouts } from './provider-logouts.js';
-import { PENDING, providerSessionDigest, prune, readIndex, userDigest, userOf } from './user-index.js';
+import { indexEntry, indexMember, PENDING, providerSessionDigest, prune, readIndex, userDigest, userOf } from './user-index.js';
 
 export interface ListedSession {
   handle: string;
@@ -203,13 +203,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     ...createProviderLogouts({ redis, keys, records, end, endedWithRevocation }),
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));
-      await redis.hset(userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest);
-      await redis.expire(userKey, indexTtlSeconds);
-      if (auth.sid) {
-        const sidKey = keys.providerSession(providerSessionDigest(auth.iss, auth.sid));
-        await redis.sadd(sidKey, sessionDigest);
-        await redis.expire(sidKey, indexTtlSeconds);
-      }
+      await indexEntry(redis, userKey, auth.handle, form === 'pending' ? PENDING + sessionDigest : sessionDigest, indexTtlSeconds);
+      if (auth.sid) await indexMember(redis, keys.providerSession(providerSessionDigest(auth.iss, auth.sid)), sessionDigest, indexTtlSeconds);
     },
     end,
     async reclaim(sessionDigest) {

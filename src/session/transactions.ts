@@ -68,6 +68,15 @@ redis.call('DEL', KEYS[1])
 return 1`;
 
 /**
+ * Prunes the expired, lists one more, and keeps the set no longer than its newest member (in one
+ * step: without a TTL, the set outlived the last sign-in for good; found by the hygiene red team).
+ */
+const LIST = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+return redis.call('PEXPIRE', KEYS[1], ARGV[4])`;
+
+/**
  * Besides its own key, each transaction is listed in one sorted set scored by its expiry, so
  * that "how many logins are in progress" is one ZCARD, shared by every instance, with no key
  * scan. Entries past their expiry are pruned whenever a transaction is saved or counted.
@@ -83,8 +92,7 @@ export function createTransactions(redis: RedisClient, keys: Keys, sealer: Seale
       await timed('transaction_save', () =>
         Promise.all([
           redis.set(keys.transaction(d), sealer.seal(JSON.stringify(tx), AAD), 'EX', TRANSACTION_TTL_SECONDS),
-          redis.zremrangebyscore(listed, '-inf', now),
-          redis.zadd(listed, now + TRANSACTION_TTL_SECONDS * 1000, d),
+          redis.eval(LIST, 1, listed, String(now), String(now + TRANSACTION_TTL_SECONDS * 1000), d, String(TRANSACTION_TTL_SECONDS * 1000)),
         ]),
       );
     },

@@ -30,6 +30,22 @@ function parseIndexEntry(handle: string, value: string): IndexEntry {
 /** Deletes a user-index entry only if it still holds the value that was read. */
 const PRUNE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) else return 0 end`;
 
+/**
+ * A member and the key's expiry in one step: written as two commands, a sign-in whose EXPIRE
+ * never landed (a timeout, a cut link, a killed process) left the key without a TTL for good,
+ * holding a pending entry no reader prunes (found by the hygiene red team).
+ */
+const HSET_EXPIRING = `redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return redis.call('EXPIRE', KEYS[1], ARGV[3])`;
+const SADD_EXPIRING = `redis.call('SADD', KEYS[1], ARGV[1]) return redis.call('EXPIRE', KEYS[1], ARGV[2])`;
+
+export async function indexEntry(redis: RedisClient, userKey: string, handle: string, value: string, ttlSeconds: number): Promise<void> {
+  await redis.eval(HSET_EXPIRING, 1, userKey, handle, value, String(ttlSeconds));
+}
+
+export async function indexMember(redis: RedisClient, setKey: string, member: string, ttlSeconds: number): Promise<void> {
+  await redis.eval(SADD_EXPIRING, 1, setKey, member, String(ttlSeconds));
+}
+
 export const userDigest = (iss: string, sub: string) => digest(`${iss} ${sub}`);
 export const providerSessionDigest = (iss: string, sid: string) => digest(`${iss} ${sid}`);
 /** The user a record signs in (userDigest); undefined for one that signs no one in. */
