@@ -32,6 +32,8 @@ export interface Metrics {
   /** Records a Redis operation: its latency by operation, and a command error when it failed. */
   observeRedis(operation: string, seconds: number, failed: boolean): void;
   upstreamErrors: Counter<'route' | 'kind'>;
+  /** 1 while a Redis the gateway writes to may evict its keys (redis/eviction.ts), else 0. */
+  redisMayEvict: Gauge;
   openWebSockets: Gauge<'route'>;
   /** GET /auth/events streams open now. */
   openEventStreams: Gauge;
@@ -169,6 +171,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['route', 'kind'],
       registers,
     }),
+    redisMayEvict: new Gauge({
+      name: 'bff_redis_may_evict',
+      // Any worker's Redis evicting is evicting.
+      aggregator: 'max',
+      help: 'Whether a Redis the gateway writes to has maxmemory set with a maxmemory-policy other than noeviction (1) or not (0), read at each connection: evicted keys can undo back-channel logouts (README, Redis).',
+      registers,
+    }),
     openWebSockets: new Gauge({
       name: 'bff_websockets_open',
       help: 'Proxied WebSocket connections currently open.',
@@ -213,6 +222,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
   for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed', 'over_capacity']) metrics.loginTransactions.inc({ outcome }, 0);
   metrics.openEventStreams.set(0);
+  metrics.redisMayEvict.set(0);
   for (const kind of SESSION_EVENT_KINDS) {
     metrics.sessionEventsPublished.inc({ kind }, 0);
     metrics.sessionEventsReceived.inc({ kind }, 0);

@@ -145,6 +145,11 @@ function reviveAfterFailover(client: Redis): void {
   });
 }
 
+/** The nodes writes go to: every master of a Cluster, or the one node (redis/eviction.ts). */
+export function writtenNodes(client: RedisClient): RedisClient[] {
+  return client instanceof Cluster ? client.nodes('master') : [client];
+}
+
 /** Whether `client` finds its master through Sentinel (redis/replica-acks.ts). */
 export function isSentinelClient(client: RedisClient): boolean {
   return !(client instanceof Cluster) && client.options.sentinels !== undefined && client.options.sentinels !== null;

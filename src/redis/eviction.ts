@@ -1,0 +1,46 @@
+/**
+ * Whether Redis may evict the gateway's keys. Every key the gateway writes has a TTL, so with
+ * `maxmemory` set and any policy but `noeviction`, every key is a candidate, and the first to go
+ * are not sessions (read on every call) but what guards them (found by the hygiene red team):
+ * under `volatile-ttl` a back-channel logout's replay note (`jti:`) goes before any session, so
+ * the same logout token is taken again; under the LRU policies a user's index and provider-session
+ * set (never read by a proxied call) go first, so a back-channel logout ends nothing and the
+ * session is no longer listed; refresh locks and `sid-out:` notes are short-lived and go early too.
+ *
+ * Read from `INFO memory`, which managed services allow where `CONFIG` is renamed or refused,
+ * at every connection (a Sentinel failover's new master may be set up differently).
+ */
+import { writtenNodes, type RedisClient } from './client.js';
+
+export interface EvictionSetting {
+  policy: string;
+  maxmemoryBytes: number;
+}
+
+/** The policy and limit an `INFO memory` answer states; undefined if it states neither. */
+export function parseMemoryInfo(info: string): EvictionSetting | undefined {
+  const policy = /^maxmemory_policy:([a-z-]+)$/m.exec(info)?.[1];
+  const maxmemory = /^maxmemory:(\d+)$/m.exec(info)?.[1];
+  return policy === undefined || maxmemory === undefined ? undefined : { policy, maxmemoryBytes: Number(maxmemory) };
+}
+
+/** Without a limit (0) Redis evicts nothing, whatever the policy says. */
+export const mayEvict = (setting: EvictionSetting): boolean => setting.maxmemoryBytes > 0 && setting.policy !== 'noeviction';
+
+/** The setting of every node the client writes to (each master of a Cluster). */
+export async function readEvictionSettings(client: RedisClient): Promise<EvictionSetting[]> {
+  const settings = await Promise.all(writtenNodes(client).map(async (node) => parseMemoryInfo(await node.info('memory'))));
+  return settings.filter((s): s is EvictionSetting => s !== undefined);
+}
+
+/**
+ * Reads the settings now and at each (re)connection, and reports them. A node that cannot say
+ * (INFO refused, Redis gone again) is left unreported until the next connection.
+ */
+export function watchEvictionSettings(client: RedisClient, report: (settings: EvictionSetting[]) => void): void {
+  const check = () => {
+    readEvictionSettings(client).then(report, () => undefined);
+  };
+  client.on('ready', check);
+  check();
+}
