@@ -11,8 +11,19 @@ import { ConfigError, loadConfigFile, type Config } from './config/load.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
 import { createMetricsApp } from './http/metrics-server.js';
 import { createLogger } from './observability/logger.js';
-import { shareWithPrimary, type MetricsSource } from './observability/metrics.js';
-import { METRICS_REQUEST, METRICS_RESPONSE, startSupervisor, type MetricsRequest, type MetricsResponse, type Supervisor } from './supervisor.js';
+import type { Metrics, MetricsSource } from './observability/metrics.js';
+import { startSupervisor, type Supervisor } from './supervisor.js';
+import {
+  HEARTBEAT,
+  HEARTBEAT_ANSWER,
+  isMessage,
+  METRICS_REQUEST,
+  METRICS_RESPONSE,
+  sendToPrimary,
+  WORKER_METRICS_REQUEST,
+  WORKER_METRICS_RESPONSE,
+  type MetricsResponse,
+} from './worker-ipc.js';
 import { createGatewayServer } from './http/server-options.js';
 
 export interface CliArgs {
@@ -165,7 +176,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   const workers = config.server.workers === 'auto' ? availableParallelism() : config.server.workers;
   if (workers > 1 && cluster.isPrimary) return supervise(config, workers);
-  if (cluster.isWorker) shareWithPrimary();
+  const primary = cluster.isWorker ? answerPrimary() : undefined;
 
   let stopDev: (() => Promise<void>) | undefined;
   let banner: string[] = [];
@@ -193,8 +204,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     runtime.logger.error({ event: 'unhandled_rejection', err: reason }, 'a promise rejected with no handler (a bug): the process keeps serving');
   });
   let startOptions: StartOptions = {};
-  if (cluster.isWorker) {
-    shareWithPrimary(runtime.metrics.registry);
+  if (primary) {
+    primary.share(runtime.metrics.registry);
     startOptions = { metricsSource: metricsFromPrimary(), serveMetricsPort: false };
   }
   let gateway: RunningGateway;
@@ -254,14 +265,31 @@ async function supervise(config: Config, workers: number): Promise<number> {
   });
 }
 
+/**
+ * In a cluster worker, from its first moment: heartbeats are answered at once (a worker still
+ * building its runtime is alive), and the primary's requests for metrics with this process's
+ * (none until its runtime exists).
+ */
+function answerPrimary(): { share(registry: Metrics['registry']): void } {
+  let shared: Metrics['registry'] | undefined;
+  process.on('message', (message: unknown) => {
+    if (isMessage(message, HEARTBEAT)) {
+      sendToPrimary({ type: HEARTBEAT_ANSWER });
+    } else if (isMessage(message, WORKER_METRICS_REQUEST)) {
+      const id = message.id;
+      const answer = (metrics?: unknown[]) => sendToPrimary({ type: WORKER_METRICS_RESPONSE, id, ...(metrics ? { metrics } : {}) });
+      (shared ? shared.getMetricsAsJSON() : Promise.resolve([])).then(answer, () => answer());
+    }
+  });
+  return { share: (registry) => void (shared = registry) };
+}
+
 /** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
 function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
   let next = 0;
   const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
   process.on('message', (message: unknown) => {
-    const answer = message as MetricsResponse;
-    if (answer?.type !== METRICS_RESPONSE) return;
-    pending.get(answer.id)?.(answer);
+    if (isMessage<MetricsResponse>(message, METRICS_RESPONSE)) pending.get(message.id)?.(message);
   });
   return () =>
     new Promise((resolve, reject) => {
@@ -274,7 +302,7 @@ function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
         else resolve({ contentType: answer.contentType ?? 'text/plain; version=0.0.4; charset=utf-8', body: answer.body });
       }
       pending.set(id, settle);
-      process.send?.({ type: METRICS_REQUEST, id } satisfies MetricsRequest);
+      sendToPrimary({ type: METRICS_REQUEST, id });
     });
 }
 

@@ -1,10 +1,11 @@
 /**
  * `server.workers` > 1: the primary of a node:cluster. It runs no gateway itself: it forks the
  * workers (each runs main() as a worker and shares the listening port), restarts a worker that
- * dies with a growing delay (and says so), serves the metrics port with every worker's metrics
- * summed, answers workers that need the sum for /metrics on the main port, and on stop asks
- * every worker to drain (SIGTERM: each finishes its in-flight requests within
- * shutdownTimeoutSeconds) and waits for them.
+ * dies with a growing delay (and says so), kills one that answers no heartbeat for
+ * workerUnresponsiveSeconds (then restarted the same way), serves the metrics port with the
+ * metrics of every worker that answers in time summed, answers workers that need the sum for
+ * /metrics on the main port, and on stop asks every worker to drain (SIGTERM: each finishes its
+ * in-flight requests within shutdownTimeoutSeconds) and waits for them.
  *
  * All state lives in Redis, so workers need nothing from each other.
  */
@@ -13,25 +14,9 @@ import http from 'node:http';
 import type { Config } from './config/load.js';
 import { createMetricsApp } from './http/metrics-server.js';
 import type { Logger } from './observability/logger.js';
-import { clusterMetricsSource } from './observability/metrics.js';
+import { sumWorkerMetrics, type MetricsSource } from './observability/metrics.js';
 import { REFRESH_CLOSE_WAIT_MS } from './session/refresh.js';
-
-/** Messages between a worker and the primary (besides prom-client's own). */
-export const METRICS_REQUEST = 'bff:metrics-request';
-export const METRICS_RESPONSE = 'bff:metrics-response';
-
-export interface MetricsRequest {
-  type: typeof METRICS_REQUEST;
-  id: number;
-}
-
-export interface MetricsResponse {
-  type: typeof METRICS_RESPONSE;
-  id: number;
-  contentType?: string;
-  body?: string;
-  failed?: boolean;
-}
+import { createWorkerMetricsGatherer, HEARTBEAT, HEARTBEAT_ANSWER, isMessage, METRICS_REQUEST, METRICS_RESPONSE, sendToWorker } from './worker-ipc.js';
 
 export interface Supervisor {
   /** Drains every worker (bounded) and closes the metrics port. */
@@ -48,13 +33,16 @@ const STABLE_MS = 30_000;
 const FIRST_RESTART_DELAY_MS = 100;
 const MAX_RESTART_DELAY_MS = 10_000;
 
-function isMetricsRequest(message: unknown): message is MetricsRequest {
-  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === METRICS_REQUEST;
-}
-
 export async function startSupervisor(config: Config, count: number, logger: Logger): Promise<Supervisor> {
-  const sumOfWorkers = clusterMetricsSource();
+  // Past a worker's slowest collect (its Redis reads fail within the command timeout).
+  const gather = createWorkerMetricsGatherer(config.redis.commandTimeoutMs + 2000);
+  const sumOfWorkers: MetricsSource = async () => {
+    const { answers, unanswered } = await gather();
+    return sumWorkerMetrics(answers, unanswered);
+  };
   const startedAt = new Map<Worker, number>();
+  /** When each serving worker last answered a heartbeat. */
+  const heardAt = new Map<Worker, number>();
   let stopping = false;
   let crashes = 0;
   let restartTimer: NodeJS.Timeout | undefined;
@@ -73,29 +61,60 @@ export async function startSupervisor(config: Config, count: number, logger: Log
   }
 
   cluster.on('message', (worker, message: unknown) => {
-    if (!isMetricsRequest(message)) return;
+    if (isMessage(message, HEARTBEAT_ANSWER)) {
+      if (heardAt.has(worker)) heardAt.set(worker, performance.now());
+      return;
+    }
+    if (!isMessage(message, METRICS_REQUEST)) return;
+    const id = message.id;
     sumOfWorkers().then(
-      ({ contentType, body }) => worker.send({ type: METRICS_RESPONSE, id: message.id, contentType, body } satisfies MetricsResponse),
+      ({ contentType, body }) => sendToWorker(worker, { type: METRICS_RESPONSE, id, contentType, body }),
       (err: unknown) => {
         logger.warn({ event: 'cluster_metrics_failed', err }, 'collecting the workers’ metrics failed');
-        worker.send({ type: METRICS_RESPONSE, id: message.id, failed: true } satisfies MetricsResponse);
+        sendToWorker(worker, { type: METRICS_RESPONSE, id, failed: true });
       },
     );
   });
+
+  // A worker whose event loop stopped turning (SIGSTOP, a blocked loop) kept its accepted and
+  // kept-alive connections hanging for good while /healthz, answered by the others, said all
+  // was well (found by the workers red team). It is killed, and restarted as after a crash.
+  const unresponsiveMs = config.server.workerUnresponsiveSeconds * 1000;
+  // Also while draining: a hung worker is then killed within this, not at the drain's bound.
+  const heartbeat = setInterval(() => {
+    for (const [worker, heard] of heardAt) {
+      if (performance.now() - heard > unresponsiveMs) {
+        heardAt.delete(worker);
+        logger.error(
+          { event: 'worker_unresponsive', worker: worker.id, pid: worker.process.pid, silentMs: Math.round(performance.now() - heard) },
+          'a worker answered no heartbeat; killing it (it is restarted)',
+        );
+        worker.process.kill('SIGKILL');
+      } else {
+        sendToWorker(worker, { type: HEARTBEAT });
+      }
+    }
+  }, Math.max(250, Math.floor(unresponsiveMs / 4)));
+  heartbeat.unref();
 
   function fork(): void {
     const worker = cluster.fork();
     startedAt.set(worker, performance.now());
     // Started means serving: the worker has built its runtime and listens on the shared port.
     let served = false;
+    // A channel that fails to send (the worker died meanwhile) must not end the primary.
+    worker.on('error', (err) => logger.warn({ event: 'worker_ipc_error', worker: worker.id, err }, 'a message to a worker failed'));
     worker.once('listening', () => {
       served = true;
       listening += 1;
+      // Watched from when it serves: loading and connecting may be slow on a busy host.
+      heardAt.set(worker, performance.now());
       logger.info({ event: 'worker_started', worker: worker.id, pid: worker.process.pid }, 'worker started');
     });
     worker.once('exit', (code, signal) => {
       const lived = performance.now() - (startedAt.get(worker) ?? performance.now());
       startedAt.delete(worker);
+      heardAt.delete(worker);
       if (stopping) return;
       if (!served && listening < count) {
         fail(`worker ${worker.id} exited (code ${code ?? signal}) before it could serve; see its output above`);
@@ -126,10 +145,15 @@ export async function startSupervisor(config: Config, count: number, logger: Log
       // Each worker bounds its own drain by shutdownTimeoutSeconds, then its wait for refreshes
       // under way (session/refresh.ts); one that hangs anyway is killed.
       const bound = setTimeout(() => {
-        for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');
+        for (const worker of workers) {
+          if (worker.isDead()) continue;
+          logger.error({ event: 'worker_killed', worker: worker.id, pid: worker.process.pid }, 'a worker did not drain in time; killed (its calls in flight are cut)');
+          worker.process.kill('SIGKILL');
+        }
       }, config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000);
       await exited;
       clearTimeout(bound);
+      clearInterval(heartbeat);
       await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
     },
   };

@@ -159,6 +159,8 @@ export const configSchema = z
       /** Worker processes on this port (node:cluster), supervised; `auto`: one per available core. */
       workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1),
       shutdownTimeoutSeconds: seconds(10),
+      /** With workers: a worker that answers no heartbeat for this long is killed and replaced. */
+      workerUnresponsiveSeconds: seconds(30),
       /** How long a gateway endpoint waits for a request body to finish arriving. */
       requestBodyTimeoutSeconds: seconds(10),
       /** Request headers never forwarded upstream, in addition to the built-in list. */

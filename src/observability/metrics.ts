@@ -233,22 +233,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
 }
 
 /**
- * In a cluster worker: answer the primary's requests for this process's metrics (prom-client's
- * cluster protocol over the IPC channel) with `registry`. Called first with none, as soon as the
- * worker starts: a request that reaches a worker not yet subscribed is lost, and the primary's
- * sum would wait for it until it times out; until its runtime exists a worker answers "none".
+ * In the cluster primary: the workers' metrics (each a getMetricsAsJSON) summed (gauges marked
+ * `max` or `min` use that instead, e.g. bff_login_transactions_active, which every worker reads
+ * from Redis), and how many workers are missing from the sum: a scrape answers with the workers
+ * that answered in time (one hung worker made every scrape a 500; found by the workers red team).
  */
-export function shareWithPrimary(registry?: Registry): void {
-  AggregatorRegistry.setRegistries(registry ? [registry] : []);
-  // The constructor is what subscribes this worker to the primary's requests (once).
-  new AggregatorRegistry();
-}
-
-/**
- * In the cluster primary: every worker's metrics, summed (gauges marked `max` or `min` use
- * that instead, e.g. bff_login_transactions_active, which every worker reads from Redis).
- */
-export function clusterMetricsSource(): MetricsSource {
-  const aggregator = new AggregatorRegistry();
-  return async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() });
+export async function sumWorkerMetrics(answers: unknown[][], unanswered: number): Promise<{ contentType: string; body: string }> {
+  const registry = AggregatorRegistry.aggregate(answers);
+  new Gauge({
+    name: 'bff_cluster_workers_unanswered',
+    help: 'Workers whose metrics are missing from this scrape: they did not answer the primary in time (hung, or still starting).',
+    registers: [registry],
+  }).set(unanswered);
+  return { contentType: registry.contentType, body: await registry.metrics() };
 }

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { gatewayClient } from './gateway.js';
 import { startTestProvider, type TestProvider } from './oidc-provider.js';
-import { findFreePort } from './redis-server.js';
+import { randomKey, randomSecret } from './config.js';
+import { findFreePort, redisUrlForTests } from './redis-server.js';
 import { incomingHeaders, rawExchange } from './raw-http.js';
 import { startUpstream, type Upstream } from './upstream.js';
 import { eventually, withTimeout } from './wait.js';
@@ -215,4 +216,23 @@ export function useCliFixture(name: string): CliFixture {
       return required(state.upstream, 'upstream');
     },
   };
+}
+
+/**
+ * A `server.workers: 2` CLI gateway on the fixture's provider and upstream (route `/up`, no
+ * sign-in), once both workers have started.
+ */
+export async function startCliWorkers(fixture: CliFixture, server: Record<string, unknown> = {}): Promise<{ proc: Spawned; port: number }> {
+  const port = await findFreePort();
+  const file = writeConfigFile(fixture.tmp, `workers-${port}.yaml`, {
+    server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, workers: 2, shutdownTimeoutSeconds: 8, ...server },
+    oidc: { issuer: fixture.provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
+    session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
+    redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:` },
+    routes: [{ path: '/up', target: fixture.upstream.url, auth: 'none' }],
+    log: { level: 'info' },
+  });
+  const proc = await startCliGateway(file, port);
+  await eventually('two workers started', 15_000, () => workerPids(proc).length >= 2);
+  return { proc, port };
 }

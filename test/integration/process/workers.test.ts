@@ -5,32 +5,16 @@
  * worker is replaced while the other goes on serving; SIGTERM drains every worker (an in-flight
  * call finishes) and the primary exits 0.
  *
- * Mutation checks (by hand, once): in src/main.ts, skip `shareWithPrimary(...)` → the metrics
+ * Mutation checks (by hand, once): in src/main.ts, skip `primary.share(...)` → the metrics
  * tests fail (the sum lacks the workers' counts); in src/supervisor.ts, do not `fork()` again
  * after an exit → the replacement test fails.
  */
-import { logEvents, request, startCliGateway, useCliFixture, withTimeout, workerPids, writeConfigFile, type Spawned } from '../../support/cli-process.js';
-import { randomKey, randomSecret } from '../../support/config.js';
-import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
+import { logEvents, request, startCliWorkers, useCliFixture, withTimeout, workerPids } from '../../support/cli-process.js';
 import { eventually } from '../../support/wait.js';
+import { findFreePort } from '../../support/redis-server.js';
 
 const csrf = { 'x-csrf': '1' };
 const fixture = useCliFixture('workers');
-
-async function startWorkers(opts: { metricsPort?: number } = {}): Promise<{ proc: Spawned; port: number }> {
-  const port = await findFreePort();
-  const file = writeConfigFile(fixture.tmp, `workers-${port}.yaml`, {
-    server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, workers: 2, shutdownTimeoutSeconds: 8, ...opts },
-    oidc: { issuer: fixture.provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
-    session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
-    redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:` },
-    routes: [{ path: '/up', target: fixture.upstream.url, auth: 'none' }],
-    log: { level: 'info' },
-  });
-  const proc = await startCliGateway(file, port);
-  await eventually('two workers started', 15_000, () => workerPids(proc).length >= 2);
-  return { proc, port };
-}
 
 /** `count` calls, each on a fresh connection, so the cluster spreads them over the workers. */
 async function calls(port: number, count: number): Promise<number[]> {
@@ -44,7 +28,7 @@ const proxied = (metrics: string) => Number(/^bff_http_requests_total\{route="\/
 describe('server.workers: 2', () => {
   it('reports the sum over both workers on the metrics port (served by the primary); the main port has no /metrics', async () => {
     const metricsPort = await findFreePort();
-    const { proc, port } = await startWorkers({ metricsPort });
+    const { proc, port } = await startCliWorkers(fixture, { metricsPort });
     expect(new Set(workerPids(proc)).size).toBe(2);
     expect(await calls(port, 20)).toEqual(Array(20).fill(200));
     const scrape = await request(metricsPort, '/metrics');
@@ -56,7 +40,7 @@ describe('server.workers: 2', () => {
   }, 60_000);
 
   it('reports the same sum on the main port when there is no metrics port (a worker asks the primary)', async () => {
-    const { proc, port } = await startWorkers();
+    const { proc, port } = await startCliWorkers(fixture);
     expect(await calls(port, 12)).toEqual(Array(12).fill(200));
     // Every scrape lands on one worker or the other; each answers with the sum.
     for (let i = 0; i < 4; i++) expect(proxied((await request(port, '/metrics')).body)).toBe(12);
@@ -65,7 +49,7 @@ describe('server.workers: 2', () => {
   }, 60_000);
 
   it('replaces a killed worker, says so, and keeps serving meanwhile', async () => {
-    const { proc, port } = await startWorkers();
+    const { proc, port } = await startCliWorkers(fixture);
     const [victim] = workerPids(proc);
     process.kill(victim as number, 'SIGKILL');
     await eventually('the exit to be logged', 15_000, () => logEvents(proc, 'worker_exited').some((e) => e.pid === victim));
@@ -80,7 +64,7 @@ describe('server.workers: 2', () => {
   }, 60_000);
 
   it('drains every worker on SIGTERM: an in-flight call finishes, then the primary exits 0', async () => {
-    const { proc, port } = await startWorkers();
+    const { proc, port } = await startCliWorkers(fixture);
     fixture.upstream.reset();
     const inflight = request(port, '/up/slow?ms=1500', csrf);
     await eventually('the slow call to reach the upstream', 15_000, () => fixture.upstream.requests.length >= 1);

@@ -1,0 +1,93 @@
+/**
+ * Messages between the cluster primary and its workers (the process handlers are main.ts's).
+ *
+ * A send that cannot throw: a worker that died has no channel, and Worker#send without a
+ * callback then emits 'error' on the Worker; with no listener the primary died of it and
+ * node:cluster ended every other worker, undrained (found by the workers red team: a worker
+ * killed while the primary summed metrics for it). And a question to every worker that is
+ * answered by those that answer in time: one hung worker made every metrics scrape fail.
+ */
+import cluster, { type Worker } from 'node:cluster';
+
+/** The primary's heartbeat, and a worker's answer (supervisor.ts). */
+export const HEARTBEAT = 'bff:heartbeat';
+export const HEARTBEAT_ANSWER = 'bff:heartbeat-answer';
+/** The primary asks every worker for its metrics (as prom-client's getMetricsAsJSON). */
+export const WORKER_METRICS_REQUEST = 'bff:worker-metrics-request';
+export const WORKER_METRICS_RESPONSE = 'bff:worker-metrics-response';
+/** A worker asks the primary for the sum over workers (/metrics on the main port). */
+export const METRICS_REQUEST = 'bff:metrics-request';
+export const METRICS_RESPONSE = 'bff:metrics-response';
+
+export interface Message {
+  type: string;
+  id?: number;
+}
+
+export interface WorkerMetricsResponse extends Message {
+  type: typeof WORKER_METRICS_RESPONSE;
+  id: number;
+  metrics?: unknown[];
+}
+
+export interface MetricsResponse extends Message {
+  type: typeof METRICS_RESPONSE;
+  id: number;
+  contentType?: string;
+  body?: string;
+  failed?: boolean;
+}
+
+export function isMessage<T extends Message = Message>(message: unknown, type: T['type']): message is T {
+  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === type;
+}
+
+/** In the primary: sends if the worker is still connected; a send that fails is dropped. */
+export function sendToWorker(worker: Worker, message: Message & Record<string, unknown>): void {
+  if (worker.isConnected()) worker.send(message, () => undefined);
+}
+
+/** In a worker: sends if the primary is still connected; a send that fails is dropped. */
+export function sendToPrimary(message: Message & Record<string, unknown>): void {
+  if (process.connected) process.send?.(message, undefined, undefined, () => undefined);
+}
+
+export interface Gathered {
+  /** Each answering worker's `metrics`, in no particular order. */
+  answers: unknown[][];
+  /** Workers asked that did not answer within the deadline (or answered a failure). */
+  unanswered: number;
+}
+
+/**
+ * In the primary: asks every connected worker for its metrics and settles once all have
+ * answered or `deadlineMs` has passed, with what came. A late answer is dropped.
+ */
+export function createWorkerMetricsGatherer(deadlineMs: number): () => Promise<Gathered> {
+  let next = 0;
+  const pending = new Map<number, (worker: Worker, answer: WorkerMetricsResponse) => void>();
+  cluster.on('message', (worker, message: unknown) => {
+    if (isMessage<WorkerMetricsResponse>(message, WORKER_METRICS_RESPONSE)) pending.get(message.id)?.(worker, message);
+  });
+  return () =>
+    new Promise((resolve) => {
+      const id = next++;
+      const asked = new Set(Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected()));
+      const answers: unknown[][] = [];
+      let failed = 0;
+      const settle = () => {
+        clearTimeout(timer);
+        pending.delete(id);
+        resolve({ answers, unanswered: asked.size + failed });
+      };
+      const timer = setTimeout(settle, deadlineMs);
+      pending.set(id, (worker, answer) => {
+        if (!asked.delete(worker)) return;
+        if (Array.isArray(answer.metrics)) answers.push(answer.metrics);
+        else failed += 1;
+        if (asked.size === 0) settle();
+      });
+      if (asked.size === 0) return settle();
+      for (const worker of asked) sendToWorker(worker, { type: WORKER_METRICS_REQUEST, id });
+    });
+}
