@@ -57,11 +57,12 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
   /**
    * The session a logout ends, and the tokens to revoke: those the record held as it went (a
    * refresh may have replaced the ones this request read), else those this request read. The
-   * record is kept until destroy() deletes it, so that should Redis take the removal after this
-   * request gave up on it (503), the retry, finding no session, reclaims it and revokes and ends
-   * the provider's session as the first would have. Once the record is taken the session is
-   * over: destroy() (a DEL of what is gone, and of the copy) is best effort, and a copy it
-   * leaves expires with the end's note.
+   * record is kept until its tokens are revoked, so that should Redis take the removal after
+   * this request gave up on it (503), or the process die revoking (found by the workers red
+   * team: the tokens lived on, and the retry sent no one to the provider's logout), the retry,
+   * finding no session, reclaims it and revokes and ends the provider's session as the first
+   * would have. Once the record is taken the session is over: destroy() (a DEL of what is gone)
+   * and the release are best effort, and a copy left behind expires with the end's note.
    */
   async function endForLogout(req: Request): Promise<{ sessionDigest: string; handle: string | undefined; sealed: string | undefined } | undefined> {
     const auth = req.session.auth;
@@ -88,6 +89,7 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
       await revoke(tokens);
+      await registry.release(ended.sessionDigest).catch(() => undefined);
       // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
       const successors = await registry.endSuccessors(ended.sessionDigest, 'logout').catch(() => []);
       for (const s of successors) void revoke(vault.openEnded(s.digest, s.stored.tokens.sealed));

@@ -119,11 +119,12 @@ export interface SessionRecords {
    * when there was no record: a sign-in between its index entry and its save (the one a
    * back-channel logout finds then) ends itself when it finds the note, and write() never
    * brings the record back. A removal that fails leaves no note. With `keep`, the record is also
-   * kept for `ttlSeconds` (keys.takenRecord), until remove() or takeKept() deletes it.
+   * kept for `ttlSeconds` (keys.takenRecord), until dropKept() deletes it.
    */
   take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean; keep?: boolean }): Promise<StoredSession | undefined>;
-  /** The record take() kept, deleted as it is read. */
-  takeKept(digest: string): Promise<StoredSession | undefined>;
+  /** The record take() kept, if it still is. */
+  readKept(digest: string): Promise<StoredSession | undefined>;
+  dropKept(digest: string): Promise<void>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -283,7 +284,7 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
     casTokens: (digest, expectedVersion, next) => writeTokens(digest, String(expectedVersion), next, 'exact'),
     raiseTokens: (digest, next) => writeTokens(digest, '', next, 'raise'),
     async remove(digest) {
-      await timed('session_delete', () => redis.del(keys.session(digest), keys.takenRecord(digest)));
+      await timed('session_delete', () => redis.del(keys.session(digest)));
     },
     async take(digest, endedFor) {
       const text = await timed('session_delete', () =>
@@ -301,9 +302,12 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
       );
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },
-    async takeKept(digest) {
-      const text = await timed('session_delete', () => redis.getdel(keys.takenRecord(digest)));
+    async readKept(digest) {
+      const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
+    },
+    async dropKept(digest) {
+      await timed('session_delete', () => redis.del(keys.takenRecord(digest)));
     },
     async remainingMs(digest) {
       const ttl = await timed('session_ttl', () => redis.pttl(keys.session(digest)));

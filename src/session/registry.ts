@@ -50,16 +50,20 @@ export interface SessionRegistry extends Succession, ProviderLogouts {
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
    * `reason` is what the session's open streams and event listeners are told (default logout).
-   * With `keep`, the record is also kept as stored until its caller's request deletes it
-   * (store destroy): should the removal time out yet land, the retry reclaims it. `revokes`
+   * With `keep`, the record is also kept as stored until its caller releases it, once the
+   * tokens are revoked: should the removal time out yet land, or the process die revoking, the
+   * retry reclaims it. `revokes`
    * overrides whether the end is noted as one that revokes the session's tokens (REVOKING).
    */
   end(sessionDigest: string, reason?: EndReason, how?: EndOptions): Promise<StoredSession | undefined>;
   /**
-   * What an end with `keep` took and its request never heard back about (Redis answered
-   * too late), taken once; the index entries that request never removed go with it.
+   * What an end with `keep` kept and its request never released (Redis answered too late, or
+   * the process died before the tokens were revoked); the index entries that request never
+   * removed go now. Read, not taken: released like the first.
    */
   reclaim(sessionDigest: string): Promise<StoredSession | undefined>;
+  /** Lets go of what an end with `keep` kept. */
+  release(sessionDigest: string): Promise<void>;
   /**
    * Whether the session was ended, within the last ten minutes, by an end that revokes its
    * tokens (REVOKING), whatever ended it again after; not only by a new sign-in of the same
@@ -208,10 +212,11 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     end,
     async reclaim(sessionDigest) {
-      const stored = await records.takeKept(sessionDigest);
+      const stored = await records.readKept(sessionDigest);
       await unindex(sessionDigest, stored);
       return stored;
     },
+    release: (sessionDigest) => records.dropKept(sessionDigest),
     endedWithRevocation,
     list,
     async trim(keep, auth, max) {

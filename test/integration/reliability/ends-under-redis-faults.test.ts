@@ -172,7 +172,7 @@ it('a logout whose DEL after the removal fails: answered as any logout, the toke
   expect(await recordExists(cookie)).toBe(0);
 }, 40_000);
 
-// Fails if, in src/session/records.ts remove, the DEL leaves out `keys.takenRecord(digest)`.
+// Fails if, in src/http/signed-in-routes.ts logout, the `registry.release(...)` after the revocation is left out.
 it('a logout Redis answers in time leaves no copy of the record behind', async () => {
   const { client, cookie, tokens } = await signedInForLogout('alice');
   expectEndSessionUrl(await client.post(`${b.url}/auth/logout`, { headers: csrf }), tokens?.idToken);
