@@ -123,7 +123,9 @@ export function createRedisTransport(client: RedisClient, channel: string, optio
         const deaf = subscriber as RedisClient;
         deaf.removeAllListeners();
         deaf.on('error', () => undefined);
-        deaf.disconnect();
+        // Not deaf.disconnect(): its command-deadline tick would run on, holding the dead client,
+        // one more per renewal for the life of the process (found by red team).
+        disconnectRedis(deaf);
         awaited = undefined;
         options.onRenewed?.();
         open(true);

@@ -6,8 +6,9 @@
  * node that hung). Each instance publishes a probe of its own every 5 s; one that does not come
  * back makes it subscribe again and re-check the sessions it holds.
  *
- * Mutation that fails this file (checked by hand): src/redis/pubsub.ts check(), the line
- * `if (awaited !== undefined && heard < awaited) return renew();` removed.
+ * Mutations that fail this file (checked by hand): src/redis/pubsub.ts check(), the line
+ * `if (awaited !== undefined && heard < awaited) return renew();` removed; renew() ending the
+ * deaf subscriber with `deaf.disconnect()` (its command-deadline tick never stopped).
  */
 import { randomBytes } from 'node:crypto';
 import { BrowserClient } from '../../support/browser-client.js';
@@ -55,4 +56,42 @@ it("closes an instance's event stream of a session ended elsewhere, after its su
   expect(out.status).toBe(200);
   await stream.waitForEvent('signed-out', 20_000);
   expect(a.logs.some((line) => line.includes('"session_events_resubscribed"'))).toBe(true);
+}, 60_000);
+
+/** Command-deadline ticks (redis/deadlines.ts) started and not stopped since `track()`. */
+const ticking = new Set<unknown>();
+/** Starts counting; returns the function that stops. */
+function track(): () => void {
+  const set = globalThis.setInterval;
+  const clear = globalThis.clearInterval;
+  globalThis.setInterval = ((fn: () => void, ms: number) => {
+    const t = set(fn, ms);
+    if (/redis[\\/]deadlines/.test(new Error().stack ?? '')) ticking.add(t);
+    return t;
+  }) as typeof setInterval;
+  globalThis.clearInterval = ((t: NodeJS.Timeout) => {
+    ticking.delete(t);
+    return clear(t);
+  }) as typeof clearInterval;
+  return () => {
+    globalThis.setInterval = set;
+    globalThis.clearInterval = clear;
+  };
+}
+
+it('a renewed subscriber leaves no command-deadline tick behind (a NAT that drops idle connections renews it again and again)', async () => {
+  const renewals = () => a.logs.filter((l) => l.includes('"session_events_resubscribed"')).length;
+  const before = renewals();
+  const untrack = track();
+  try {
+    // Two renewals: the first one's new subscriber (tracked) is the second one's deaf one.
+    for (const n of [1, 2]) {
+      await eventually(`subscriber ${n} subscribed`, 10_000, () => gate.deafenSubscribers() >= 1);
+      await eventually(`renewal ${n}`, 20_000, () => renewals() >= before + n);
+    }
+  } finally {
+    untrack();
+  }
+  // Only the live subscriber's own tick: the renewed one's was stopped.
+  expect(ticking.size).toBe(1);
 }, 60_000);
