@@ -41,6 +41,11 @@ export interface RouteAgent {
   sending<O, T>(send: (req: http.IncomingMessage, res: http.ServerResponse, opts: O) => T): (req: http.IncomingMessage, res: http.ServerResponse, opts: O) => T;
   /** The request's response head has come: its deadline no longer applies. */
   answered(proxyReq: http.ClientRequest): void;
+  /**
+   * Closes every idle pooled connection: one reset on reuse says the upstream restarted
+   * without closing them (a host rebooted, a NAT's table flushed), and the rest are as dead.
+   */
+  dropIdle(): void;
   close(): void;
 }
 
@@ -101,6 +106,9 @@ export function createRouteAgent(options: RouteAgentOptions): RouteAgent {
       }
     },
     answered: (proxyReq) => deadlines.done(proxyReq),
+    dropIdle() {
+      for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+    },
     close() {
       deadlines.close();
       agent.destroy();

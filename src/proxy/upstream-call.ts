@@ -42,6 +42,12 @@ export type Retriable = http.IncomingMessage & {
   [NONCE_RETRIED]?: true;
 };
 
+/** A connection taken from the pool that the upstream reset: whatever the method. */
+export function resetOnReuse(err: Error, req: Retriable): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return (code === 'ECONNRESET' || code === 'EPIPE') && req[POOLED] === true;
+}
+
 /**
  * A pooled keep-alive connection the upstream closed just as the gateway sent on it (its idle
  * timeout raced the request): the request failed before any answer and never reached the
@@ -49,10 +55,8 @@ export type Retriable = http.IncomingMessage & {
  * (RFC 9112 §9.3.1 lets a client retry an idempotent request after such a close).
  */
 export function staleConnection(err: Error, req: Retriable, res: http.ServerResponse | Socket): boolean {
-  const code = (err as NodeJS.ErrnoException).code;
   return (
-    (code === 'ECONNRESET' || code === 'EPIPE') &&
-    req[POOLED] === true &&
+    resetOnReuse(err, req) &&
     req[RESENT] !== true &&
     'headersSent' in res &&
     !res.headersSent &&

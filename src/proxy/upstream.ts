@@ -23,7 +23,7 @@ import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import type { Relocate } from './location.js';
 import { proxyTarget } from './proxy-target.js';
-import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
+import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, resetOnReuse, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -155,13 +155,16 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       (req as Retriable)[POOLED] = proxyReq.reusedSocket;
     },
     error(err: Error, req: http.IncomingMessage, res: http.ServerResponse | Socket) {
+      // Each idle connection found dead one call at a time cost a call each, a POST's a 502,
+      // and a GET's resend drew another dead one (found by the flapping red team).
+      if (resetOnReuse(err, req as Retriable)) routeAgent.dropIdle();
       if (staleConnection(err, req as Retriable, res)) {
         (req as Retriable)[RESENT] = true;
         // A new proof too: the upstream may have read the first one (its jti is spent).
         const proofs = (req as Retriable)[DPOP];
         if (proofs !== undefined) addProof(req, proofs.attachment);
-        // The same proxy again (keeping the 401 retry, if any), with an empty stand-in body:
-        // the agent has dropped the dead socket, so this goes out on another one.
+        // The same proxy again (keeping the 401 retry, if any), with an empty stand-in body, on
+        // a new connection: the idle ones were just closed.
         resend(req, res as http.ServerResponse)?.catch((again: unknown) => {
           options.onError(again instanceof Error ? again : new Error(String(again)), req, res);
         });
