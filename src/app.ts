@@ -171,6 +171,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       // The proxy's own refusals (403 csrf, 401, 502...) are gateway answers: helmet applies.
       headers: ownHeaders,
       ...(requestTracing ? { onError: requestTracing.answeredWith } : {}),
+      clock: runtime.clock,
     }),
   );
   // One canonical request target for everything behind this point, proxy and Express alike

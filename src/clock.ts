@@ -42,6 +42,33 @@ export function atMostEvery(ms: number, clock: () => number): () => boolean {
   };
 }
 
+/** Keys a gate of atMostEveryPerKey keeps at most (past it, they start afresh). */
+const MAX_GATE_KEYS = 1000;
+
+/**
+ * atMostEvery per key, counting what it held back: `pass(key)` answers how many times the
+ * gate of `key` was shut since it last opened (0 or more) as it opens, and undefined while
+ * shut. For log lines about a dependency's failures: one line per interval and key says how
+ * many it stands for (a line per failing call wrote 1.3 GB an hour at 1,000 calls/s).
+ */
+export function atMostEveryPerKey(ms: number, clock: () => number): (key: string) => number | undefined {
+  const gates = new Map<string, { open: () => boolean; held: number }>();
+  return (key) => {
+    let gate = gates.get(key);
+    if (gate === undefined) {
+      if (gates.size >= MAX_GATE_KEYS) gates.clear();
+      gates.set(key, (gate = { open: atMostEvery(ms, clock), held: 0 }));
+    }
+    if (!gate.open()) {
+      gate.held += 1;
+      return undefined;
+    }
+    const held = gate.held;
+    gate.held = 0;
+    return held;
+  };
+}
+
 /** What `work` settles to, or `fallback` once `ms` have passed (the timer cleared either way). */
 export function within<T>(work: Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

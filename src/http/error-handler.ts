@@ -6,6 +6,10 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import { atMostEveryPerKey } from '../clock.js';
+
+/** A dependency's failures (503, 502, 504) are said once per this, per code and route. */
+export const FAILURE_LOG_INTERVAL_MS = 10_000;
 
 function classify(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
@@ -46,15 +50,21 @@ export function wantsHtml(req: Request): boolean {
 
 export function createErrorHandler(
   logger: Logger,
-  options: { htmlPaths?: readonly string[]; headers?: RequestHandler; onError?: (code: ErrorCode) => void } = {},
+  options: { htmlPaths?: readonly string[]; headers?: RequestHandler; onError?: (code: ErrorCode) => void; clock?: () => number } = {},
 ): ErrorRequestHandler {
   const htmlPaths = new Set(options.htmlPaths ?? []);
+  // Redis, the provider or an upstream down fails every call alike: a line each flooded the
+  // logs (found by the hygiene red team); their count is in the metrics. A bug is always said.
+  const mayLog = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, options.clock ?? (() => performance.now()));
   return function errorHandler(err, req, res, _next) {
     const error = classify(err);
     options.onError?.(error.code);
-    if (error.status >= 500) {
-      const level = error.code === 'server_error' ? 'error' : 'warn';
-      logger[level]({ err: error.code === 'server_error' ? err : error, code: error.code, method: req.method, route: req.route?.path }, 'request failed');
+    const route: string | undefined = req.route?.path;
+    if (error.code === 'server_error') {
+      logger.error({ err, code: error.code, method: req.method, route }, 'request failed');
+    } else if (error.status >= 500) {
+      const suppressed = mayLog(`${error.code} ${route ?? ''}`);
+      if (suppressed !== undefined) logger.warn({ err: error, code: error.code, method: req.method, route, suppressed }, 'request failed (said once per 10 s per code and route; suppressed: lines not written since)');
     } else {
       logger.debug({ code: error.code, method: req.method }, 'request refused');
     }

@@ -27,6 +27,8 @@ import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js'
 import { createRelocation } from '../proxy/location.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
+import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
+import { atMostEveryPerKey } from '../clock.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { isSessionGone } from '../session/gone.js';
@@ -85,6 +87,8 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const sessionCookie = config.derived.sessionCookieName;
   const loginCookiePrefix = `${config.derived.loginCookieName}.`;
   const isGatewayCookie = (name: string) => name === sessionCookie || name.startsWith(loginCookiePrefix);
+  // An upstream down fails every call to it alike: one line per interval, with the count.
+  const mayLogUpstreamError = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, runtime.clock);
   const resolveCredential = createCredentialResolver({
     config,
     vault: runtime.vault,
@@ -184,7 +188,10 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
             trace?.failed(req, error.code);
             if (!(err instanceof GatewayError)) {
               metrics.upstreamErrors.inc({ route: route.path, kind: error.code });
-              logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err }, 'upstream call failed');
+              const suppressed = mayLogUpstreamError(`${error.code} ${route.path}`);
+              if (suppressed !== undefined) {
+                logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err, suppressed }, 'upstream call failed (said once per 10 s per route and code)');
+              }
             }
             if ('headersSent' in res) hooks.fail(req, res, error);
             else res.destroy();

@@ -4,7 +4,7 @@
  * Mutations that fail it (checked by hand): `offset += last - at` removed (both tests);
  * atMostEvery without `if (at - openedAt < ms) return false;`.
  */
-import { atMostEvery, steady, within } from '../../src/clock.js';
+import { atMostEvery, atMostEveryPerKey, steady, within } from '../../src/clock.js';
 
 it('never goes back, and goes on from its last reading after a step back', () => {
   let wall = 1_000_000;
@@ -42,4 +42,15 @@ it('settles to the work, or to the fallback once the time is up', async () => {
   await expect(within(Promise.resolve('done'), 1_000, 'late')).resolves.toBe('done');
   await expect(within(new Promise<string>(() => undefined), 10, 'late')).resolves.toBe('late');
   await expect(within(new Promise<string>(() => undefined), -5, 'late')).resolves.toBe('late');
+});
+
+describe('atMostEveryPerKey', () => {
+  // Fails if the gate answers 0 while shut, or shares one gate across keys.
+  it('opens once per interval for each key, and says how many times it was shut since', () => {
+    let now = 0;
+    const may = atMostEveryPerKey(10_000, () => now);
+    expect([may('a'), may('a'), may('b'), may('a'), may('b')]).toEqual([0, undefined, 0, undefined, undefined]);
+    now = 10_000;
+    expect([may('a'), may('b'), may('a')]).toEqual([2, 1, undefined]);
+  });
 });

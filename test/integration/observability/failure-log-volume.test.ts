@@ -1,0 +1,80 @@
+/**
+ * Log volume under a dependency that stays down (found by the hygiene red team): every call to
+ * a down upstream wrote two warn lines (`upstream_error`, `request failed`) and every call while
+ * Redis was down one: 1.3 GB an hour at 1,000 calls/s. Each is now said once per 10 s per code
+ * and route, with the number of lines it stands for (`suppressed`); the calls stay counted in
+ * the metrics.
+ *
+ * Mutations that fail this file (by hand, once): src/clock.ts atMostEveryPerKey answering `0`
+ * while shut (every line said); src/http/error-handler.ts logging a dependency's failure without
+ * `mayLog` (`const suppressed = 0`).
+ */
+import { BrowserClient } from '../../support/browser-client.js';
+import { signIn } from '../../support/drive-login.js';
+import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+
+const csrf = { 'x-csrf': '1' };
+const CALLS = 50;
+const clock = createTestClock();
+let provider: TestProvider;
+let server: RedisServer;
+let gateway: TestGateway;
+let client: BrowserClient;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  const reserved = await reserveServer();
+  provider = await startTestProvider({ clients: [gatewayClient(reserved.url)] });
+  const config = buildTestConfig({
+    issuer: provider.issuer,
+    publicUrl: reserved.url,
+    redisUrl: server.url,
+    logLevel: 'info',
+    // Port 9 (discard) is closed on loopback: every call is refused.
+    routes: [{ path: '/down', target: 'http://127.0.0.1:9', auth: 'user' }],
+  });
+  gateway = await startTestGateway(config, reserved, { clock });
+  client = new BrowserClient();
+  await signIn(client, gateway.url, { user: 'alice', password: 'alice-password' });
+}, 60_000);
+
+afterAll(async () => {
+  await gateway?.close();
+  await provider?.close();
+  await server?.close();
+});
+
+type Line = { level: number; event?: string; msg?: string; suppressed?: number };
+/** warn (40) and above since `mark`. */
+const loudSince = (mark: number): Line[] => gateway.logs.slice(mark).map((l) => JSON.parse(l) as Line).filter((l) => l.level >= 40);
+const calls = async (n: number, status: number) => {
+  for (let i = 0; i < n; i++) expect((await client.get(`${gateway.url}/down/x`, { headers: csrf })).status).toBe(status);
+};
+
+it(`an upstream down: ${CALLS} failing calls are one line of each kind, and the next says how many it stands for`, async () => {
+  const mark = gateway.logs.length;
+  await calls(CALLS, 502);
+  expect(loudSince(mark).map((l) => [l.event ?? l.msg?.replace(/ \(.*$/, ''), l.suppressed])).toEqual([
+    ['upstream_error', 0],
+    ['request failed', 0],
+  ]);
+  clock.advance(10);
+  const next = gateway.logs.length;
+  await calls(1, 502);
+  expect(loudSince(next).map((l) => l.suppressed)).toEqual([CALLS - 1, CALLS - 1]);
+});
+
+it(`Redis down: ${CALLS} calls answered 503 are one line (and redis_error's own)`, async () => {
+  await server.stop();
+  try {
+    const mark = gateway.logs.length;
+    await calls(CALLS, 503);
+    const loud = loudSince(mark);
+    expect(loud.filter((l) => l.msg?.startsWith('request failed'))).toHaveLength(1);
+    expect(loud.length).toBeLessThanOrEqual(2);
+  } finally {
+    await server.start();
+  }
+});
