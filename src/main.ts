@@ -11,19 +11,9 @@ import { ConfigError, loadConfigFile, type Config } from './config/load.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
 import { createMetricsApp } from './http/metrics-server.js';
 import { createLogger } from './observability/logger.js';
-import type { Metrics, MetricsSource } from './observability/metrics.js';
 import { startSupervisor, type Supervisor } from './supervisor.js';
-import {
-  HEARTBEAT,
-  HEARTBEAT_ANSWER,
-  isMessage,
-  METRICS_REQUEST,
-  METRICS_RESPONSE,
-  sendToPrimary,
-  WORKER_METRICS_REQUEST,
-  WORKER_METRICS_RESPONSE,
-  type MetricsResponse,
-} from './worker-ipc.js';
+import type { MetricsSource } from './observability/metrics.js';
+import { answerPrimary, metricsFromPrimary } from './worker-ipc.js';
 import { createGatewayServer } from './http/server-options.js';
 
 export interface CliArgs {
@@ -263,47 +253,6 @@ async function supervise(config: Config, workers: number): Promise<number> {
     };
     onStopSignal(stop, (signal) => logger.info({ event: 'shutdown_signal_ignored', signal }, 'already draining every worker'));
   });
-}
-
-/**
- * In a cluster worker, from its first moment: heartbeats are answered at once (a worker still
- * building its runtime is alive), and the primary's requests for metrics with this process's
- * (none until its runtime exists).
- */
-function answerPrimary(): { share(registry: Metrics['registry']): void } {
-  let shared: Metrics['registry'] | undefined;
-  process.on('message', (message: unknown) => {
-    if (isMessage(message, HEARTBEAT)) {
-      sendToPrimary({ type: HEARTBEAT_ANSWER });
-    } else if (isMessage(message, WORKER_METRICS_REQUEST)) {
-      const id = message.id;
-      const answer = (metrics?: unknown[]) => sendToPrimary({ type: WORKER_METRICS_RESPONSE, id, ...(metrics ? { metrics } : {}) });
-      (shared ? shared.getMetricsAsJSON() : Promise.resolve([])).then(answer, () => answer());
-    }
-  });
-  return { share: (registry) => void (shared = registry) };
-}
-
-/** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
-function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
-  let next = 0;
-  const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
-  process.on('message', (message: unknown) => {
-    if (isMessage<MetricsResponse>(message, METRICS_RESPONSE)) pending.get(message.id)?.(message);
-  });
-  return () =>
-    new Promise((resolve, reject) => {
-      const id = next++;
-      const timer = setTimeout(() => settle(undefined), timeoutMs);
-      function settle(answer: MetricsResponse | undefined): void {
-        clearTimeout(timer);
-        pending.delete(id);
-        if (!answer || answer.failed || answer.body === undefined) reject(new Error('the cluster primary did not provide metrics'));
-        else resolve({ contentType: answer.contentType ?? 'text/plain; version=0.0.4; charset=utf-8', body: answer.body });
-      }
-      pending.set(id, settle);
-      sendToPrimary({ type: METRICS_REQUEST, id });
-    });
 }
 
 /** One line for a server that could not listen (no stack: it is a deployment problem). */

@@ -1,5 +1,5 @@
 /**
- * Messages between the cluster primary and its workers (the process handlers are main.ts's).
+ * Messages between the cluster primary and its workers, both sides.
  *
  * A send that cannot throw: a worker that died has no channel, and Worker#send without a
  * callback then emits 'error' on the Worker; with no listener the primary died of it and
@@ -8,6 +8,7 @@
  * answered by those that answer in time: one hung worker made every metrics scrape fail.
  */
 import cluster, { type Worker } from 'node:cluster';
+import type { Metrics, MetricsSource } from './observability/metrics.js';
 
 /** The primary's heartbeat, and a worker's answer (supervisor.ts). */
 export const HEARTBEAT = 'bff:heartbeat';
@@ -89,5 +90,46 @@ export function createWorkerMetricsGatherer(deadlineMs: number): () => Promise<G
       });
       if (asked.size === 0) return settle();
       for (const worker of asked) sendToWorker(worker, { type: WORKER_METRICS_REQUEST, id });
+    });
+}
+
+/**
+ * In a cluster worker, from its first moment: heartbeats are answered at once (a worker still
+ * building its runtime is alive), and the primary's requests for metrics with this process's
+ * (none until its runtime exists).
+ */
+export function answerPrimary(): { share(registry: Metrics['registry']): void } {
+  let shared: Metrics['registry'] | undefined;
+  process.on('message', (message: unknown) => {
+    if (isMessage(message, HEARTBEAT)) {
+      sendToPrimary({ type: HEARTBEAT_ANSWER });
+    } else if (isMessage(message, WORKER_METRICS_REQUEST)) {
+      const id = message.id;
+      const answer = (metrics?: unknown[]) => sendToPrimary({ type: WORKER_METRICS_RESPONSE, id, ...(metrics ? { metrics } : {}) });
+      (shared ? shared.getMetricsAsJSON() : Promise.resolve([])).then(answer, () => answer());
+    }
+  });
+  return { share: (registry) => void (shared = registry) };
+}
+
+/** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
+export function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
+  let next = 0;
+  const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
+  process.on('message', (message: unknown) => {
+    if (isMessage<MetricsResponse>(message, METRICS_RESPONSE)) pending.get(message.id)?.(message);
+  });
+  return () =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      const timer = setTimeout(() => settle(undefined), timeoutMs);
+      function settle(answer: MetricsResponse | undefined): void {
+        clearTimeout(timer);
+        pending.delete(id);
+        if (!answer || answer.failed || answer.body === undefined) reject(new Error('the cluster primary did not provide metrics'));
+        else resolve({ contentType: answer.contentType ?? 'text/plain; version=0.0.4; charset=utf-8', body: answer.body });
+      }
+      pending.set(id, settle);
+      sendToPrimary({ type: METRICS_REQUEST, id });
     });
 }
