@@ -196,7 +196,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   let startOptions: StartOptions = {};
   if (primary) {
     primary.share(runtime.metrics.registry);
-    startOptions = { metricsSource: metricsFromPrimary(), serveMetricsPort: false };
+    // Longer than the primary waits for the workers (supervisor.ts), or a hung worker failed the scrape.
+    startOptions = { metricsSource: metricsFromPrimary(config.redis.commandTimeoutMs + 4000), serveMetricsPort: false };
   }
   let gateway: RunningGateway;
   try {

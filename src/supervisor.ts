@@ -80,8 +80,16 @@ export async function startSupervisor(config: Config, count: number, logger: Log
   // kept-alive connections hanging for good while /healthz, answered by the others, said all
   // was well (found by the workers red team). It is killed, and restarted as after a crash.
   const unresponsiveMs = config.server.workerUnresponsiveSeconds * 1000;
+  const beatMs = Math.max(250, Math.floor(unresponsiveMs / 4));
+  let lastBeat = performance.now();
   // Also while draining: a hung worker is then killed within this, not at the drain's bound.
   const heartbeat = setInterval(() => {
+    // A beat this late means the primary itself did not run (stopped, its container paused):
+    // the workers were not asked meanwhile, and their silence says nothing. Killing them all on
+    // resuming cut every call (found by review); they are heard afresh from now.
+    const late = performance.now() - lastBeat > 2 * beatMs;
+    lastBeat = performance.now();
+    if (late) for (const worker of heardAt.keys()) heardAt.set(worker, lastBeat);
     for (const [worker, heard] of heardAt) {
       if (performance.now() - heard > unresponsiveMs) {
         heardAt.delete(worker);
@@ -94,7 +102,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
         sendToWorker(worker, { type: HEARTBEAT });
       }
     }
-  }, Math.max(250, Math.floor(unresponsiveMs / 4)));
+  }, beatMs);
   heartbeat.unref();
 
   function fork(): void {
@@ -150,7 +158,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
           logger.error({ event: 'worker_killed', worker: worker.id, pid: worker.process.pid }, 'a worker did not drain in time; killed (its calls in flight are cut)');
           worker.process.kill('SIGKILL');
         }
-      }, config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000);
+      }, Math.min(config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000, 2 ** 31 - 1));
       await exited;
       clearTimeout(bound);
       clearInterval(heartbeat);

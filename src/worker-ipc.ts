@@ -113,7 +113,7 @@ export function answerPrimary(): { share(registry: Metrics['registry']): void } 
 }
 
 /** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
-export function metricsFromPrimary(timeoutMs = 10_000): MetricsSource {
+export function metricsFromPrimary(timeoutMs: number): MetricsSource {
   let next = 0;
   const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
   process.on('message', (message: unknown) => {

@@ -15,7 +15,13 @@ import { csrfHeaderName, headerName } from './header-names.js';
 
 export { isLoopbackHost } from './hosts.js';
 
-const seconds = (def: number) => z.number().int().positive().default(def);
+/** The longest wait Node's timers take (2^31 - 1 ms): a longer one fires after 1 ms. */
+export const MAX_TIMER_SECONDS = 2_147_483;
+/** A wait the gateway times in-process: past MAX_TIMER_SECONDS, Node would end it at once. */
+const seconds = (def: number) =>
+  z.number().int().positive().max(MAX_TIMER_SECONDS, `must be at most ${MAX_TIMER_SECONDS} (24.8 days: Node's timers take no longer)`).default(def);
+/** A lifetime Redis keeps (a key's TTL); in-process deadlines derived from it are re-armed. */
+const lifetimeSeconds = (def: number) => z.number().int().positive().default(def);
 
 const httpUrl = z
   .string()
@@ -208,8 +214,8 @@ export const configSchema = z
       sameSite: z.enum(['strict', 'lax']).default('strict'),
       secrets: z.array(z.string().min(32, { message: 'must be at least 32 characters' })).min(1),
       encryptionKeys: z.array(base64Key32).min(1),
-      idleTimeoutSeconds: seconds(1800),
-      absoluteTimeoutSeconds: seconds(43200),
+      idleTimeoutSeconds: lifetimeSeconds(1800),
+      absoluteTimeoutSeconds: lifetimeSeconds(43200),
       maxPerUser: z.number().int().min(1).max(10_000).default(50),
     }),
     redis: z

@@ -222,13 +222,17 @@ export function useCliFixture(name: string): CliFixture {
  * A `server.workers: 2` CLI gateway on the fixture's provider and upstream (route `/up`, no
  * sign-in), once both workers have started.
  */
-export async function startCliWorkers(fixture: CliFixture, server: Record<string, unknown> = {}): Promise<{ proc: Spawned; port: number }> {
+export async function startCliWorkers(
+  fixture: CliFixture,
+  server: Record<string, unknown> = {},
+  redis: Record<string, unknown> = {},
+): Promise<{ proc: Spawned; port: number }> {
   const port = await findFreePort();
   const file = writeConfigFile(fixture.tmp, `workers-${port}.yaml`, {
     server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}`, workers: 2, shutdownTimeoutSeconds: 8, ...server },
     oidc: { issuer: fixture.provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef' },
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
-    redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:` },
+    redis: { url: redisUrlForTests(), keyPrefix: `workers${port}:`, ...redis },
     routes: [{ path: '/up', target: fixture.upstream.url, auth: 'none' }],
     log: { level: 'info' },
   });

@@ -15,7 +15,9 @@
  * send is tried and fails; without supervisor.ts's Worker error listener too, the primary
  * exits 1); src/supervisor.ts heartbeat never killing (`performance.now() - heard > Infinity`)
  * → the second; createWorkerMetricsGatherer waiting for every worker (`setTimeout(settle, 60_000)`)
- * → the third; the drain bound's `worker_killed` line removed → the last.
+ * → the third; the heartbeat without its `late` check (`const late = false`) → the fourth (both
+ * workers killed); src/main.ts metricsFromPrimary's wait back at a fixed 10_000 → the fifth; the
+ * drain bound's `worker_killed` line removed → the last.
  */
 import { logEvents, request, startCliWorkers, useCliFixture, withTimeout, workerPids } from '../../support/cli-process.js';
 import { rawExchange } from '../../support/raw-http.js';
@@ -41,6 +43,12 @@ async function probe(port: number, path: string, ms: number): Promise<number | '
     () => 'hung' as const,
   );
 }
+
+/** For `eventually`: true once `ms` have passed since it was made. */
+const stoppedFor = (ms: number) => {
+  const from = performance.now();
+  return () => performance.now() - from >= ms;
+};
 
 /** Stops `pid` for the length of `body`, and lets it go on afterwards if it still lives. */
 async function whileStopped<T>(pid: number, body: () => Promise<T>): Promise<T> {
@@ -109,6 +117,34 @@ it('with one worker hung, a scrape answers in time with the other worker and cou
   expect(scrape.text).toMatch(/bff_http_requests_total\{[^}]*route="\/up"/);
   expect(alive(w2)).toBe(true);
 }, 60_000);
+
+it('a primary that did not run for a while (its container paused) kills none of its workers on resuming', async () => {
+  const metricsPort = await findFreePort();
+  const { proc, port } = await startCliWorkers(fixture, { metricsPort, workerUnresponsiveSeconds: 2 });
+  const workers = workerPids(proc);
+  // Longer than workerUnresponsiveSeconds: the length of the pause is what is staged here.
+  await whileStopped(proc.child.pid as number, () => eventually('the primary stopped for 3 s', 10_000, stoppedFor(3000)));
+  // Answered by the primary: its loop has turned since, so its overdue heartbeat has run.
+  for (let i = 0; i < 2; i++) expect((await rawExchange(`http://127.0.0.1:${metricsPort}`, { target: '/metrics', deadlineMs: 10_000 })).status).toBe(200);
+  expect(workers.filter(alive)).toEqual(workers);
+  expect(logEvents(proc, 'worker_unresponsive')).toEqual([]);
+  expect((await request(port, '/up/echo', csrf)).status).toBe(200);
+}, 60_000);
+
+it('with redis.commandTimeoutMs 9000 and one worker hung, a scrape on the main port still answers with the other', async () => {
+  // The primary waits commandTimeoutMs + 2 s for the workers; a worker asking for the sum waited
+  // a fixed 10 s, and failed the scrape (found by review).
+  const { proc, port } = await startCliWorkers(fixture, { workerUnresponsiveSeconds: 120 }, { commandTimeoutMs: 9000 });
+  const [, w2] = workerPids(proc) as [number, number];
+  const scrape = await whileStopped(w2, async () => {
+    let absorbed = false;
+    for (let i = 0; i < 3 && !absorbed; i++) absorbed = (await probe(port, '/healthz', 1000)) === 'hung';
+    expect(absorbed).toBe(true);
+    return rawExchange(`http://127.0.0.1:${port}`, { target: '/metrics', deadlineMs: 30_000 });
+  });
+  expect(scrape.status).toBe(200);
+  expect(scrape.text).toMatch(/^bff_cluster_workers_unanswered 1$/m);
+}, 90_000);
 
 it('a worker that does not drain within the bound is named when it is killed', async () => {
   // Heartbeats would kill it first: this is the drain's own bound (shutdown + 15 s + 5 s).

@@ -242,6 +242,19 @@ describe('config loading', () => {
     ]);
   });
 
+  // Found by review: a wait past 2^31 - 1 ms fires after 1 ms in Node (a heartbeat every
+  // millisecond; a shutdown or body deadline at once). Session lifetimes are Redis TTLs, re-armed
+  // in-process, and may be longer. Fails if schema.ts seconds() loses its .max(MAX_TIMER_SECONDS).
+  it("refuses waits longer than Node's timers take, one line each; session lifetimes may be longer", () => {
+    const server = { publicUrl: 'https://app.example.com', workerUnresponsiveSeconds: 10_000_000, shutdownTimeoutSeconds: 2_147_484, requestBodyTimeoutSeconds: 2_147_483 };
+    expect(problems(minimal({ server }))).toEqual([
+      "server.shutdownTimeoutSeconds: must be at most 2147483 (24.8 days: Node's timers take no longer)",
+      "server.workerUnresponsiveSeconds: must be at most 2147483 (24.8 days: Node's timers take no longer)",
+    ]);
+    const session = { secrets: [SECRET], encryptionKeys: [KEY], idleTimeoutSeconds: 7_776_000, absoluteTimeoutSeconds: 7_776_000 };
+    expect(parseConfig(minimal({ session }), { env: {} }).session.absoluteTimeoutSeconds).toBe(7_776_000);
+  });
+
   it('requires a client secret for the secret-based client authentication methods', () => {
     expect(problems(minimal({ oidc: { issuer: 'https://idp.example.com', clientId: 'bff' } }))).toEqual([
       'oidc.clientSecret: is required for clientAuthMethod client_secret_basic',
