@@ -122,8 +122,8 @@ export interface SessionRecords {
    * kept for `ttlSeconds` (keys.takenRecord), until dropKept() deletes it.
    */
   take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean; keep?: boolean }): Promise<StoredSession | undefined>;
-  /** The record take() kept, if it still is. */
-  readKept(digest: string): Promise<StoredSession | undefined>;
+  /** The record take() kept, deleted as it is read: at most one reader has it. */
+  takeKept(digest: string): Promise<StoredSession | undefined>;
   dropKept(digest: string): Promise<void>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
@@ -302,8 +302,8 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
       );
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },
-    async readKept(digest) {
-      const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
+    async takeKept(digest) {
+      const text = await timed('session_delete', () => redis.getdel(keys.takenRecord(digest)));
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
     },
     async dropKept(digest) {

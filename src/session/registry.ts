@@ -58,8 +58,8 @@ export interface SessionRegistry extends Succession, ProviderLogouts {
   end(sessionDigest: string, reason?: EndReason, how?: EndOptions): Promise<StoredSession | undefined>;
   /**
    * What an end with `keep` kept and its request never released (Redis answered too late, or
-   * the process died before the tokens were revoked); the index entries that request never
-   * removed go now. Read, not taken: released like the first.
+   * the process died before the tokens were revoked), taken once; the index entries that
+   * request never removed go with it.
    */
   reclaim(sessionDigest: string): Promise<StoredSession | undefined>;
   /** Lets go of what an end with `keep` kept. */
@@ -212,7 +212,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     end,
     async reclaim(sessionDigest) {
-      const stored = await records.readKept(sessionDigest);
+      const stored = await records.takeKept(sessionDigest);
       await unindex(sessionDigest, stored);
       return stored;
     },
