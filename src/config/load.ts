@@ -7,6 +7,7 @@ import { derive, deepFreeze, type Config } from './derive.js';
 import { interpolate, type InterpolationProblem, type TypedPlaceholder } from './interpolate.js';
 import { formatPath, formatZodIssues, schemaKeys } from './format-issues.js';
 import { tracingEndpointFromEnv } from './otel-env.js';
+import { unsafeEnvironment } from './safety.js';
 
 export type { Config } from './derive.js';
 
@@ -26,18 +27,20 @@ export interface LoadOptions {
 /** Validates an already-parsed document (YAML/JSON object) into the frozen Config. */
 export function parseConfig(document: unknown, options: LoadOptions & { baseDir?: string }): Config {
   const env = options.env;
+  const unsafeEnv = unsafeEnvironment(env);
   const problems: InterpolationProblem[] = [];
   const typed: TypedPlaceholder[] = [];
   const interpolated = interpolate(document ?? {}, env, problems, [], typed);
   if (problems.length > 0) {
-    throw new ConfigError(problems.map((p) => `${formatPath(p.path, configKeys())}: ${p.message}`));
+    throw new ConfigError([...unsafeEnv, ...problems.map((p) => `${formatPath(p.path, configKeys())}: ${p.message}`)]);
   }
   applyEnvOverrides(interpolated, env);
   const tracingProblem = applyTracingEnv(interpolated, env);
-  if (tracingProblem) throw new ConfigError([tracingProblem]);
+  if (tracingProblem) throw new ConfigError([...unsafeEnv, tracingProblem]);
   let result = configSchema.safeParse(interpolated);
   if (!result.success && restoreText(interpolated, typed, result.error.issues)) result = configSchema.safeParse(interpolated);
-  if (!result.success) throw new ConfigError(formatZodIssues(result.error.issues, configKeys()));
+  if (!result.success) throw new ConfigError([...unsafeEnv, ...formatZodIssues(result.error.issues, configKeys())]);
+  if (unsafeEnv.length > 0) throw new ConfigError(unsafeEnv);
   const cfg = result.data;
   if (cfg.static && options.baseDir && !path.isAbsolute(cfg.static.root)) {
     cfg.static.root = path.resolve(options.baseDir, cfg.static.root);

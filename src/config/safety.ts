@@ -28,6 +28,21 @@ const MIN_DISTINCT = 8;
 
 const distinct = (values: Iterable<unknown>) => new Set(values).size;
 
+/**
+ * The process environment's settings that are certainly unsafe, as problem lines. With
+ * NODE_TLS_REJECT_UNAUTHORIZED=0 Node accepts any certificate on every hop the gateway dials
+ * through fetch or a default agent: an impostor provider was sent the client secret and the
+ * code, an impostor WebSocket upstream a user's token, and the gateway said nothing (found by
+ * the TLS red team). It is the kind of line left in a base image or a copied compose file.
+ */
+export function unsafeEnvironment(env: Readonly<Record<string, string | undefined>>): string[] {
+  return env.NODE_TLS_REJECT_UNAUTHORIZED === '0'
+    ? [
+        'NODE_TLS_REJECT_UNAUTHORIZED: 0 makes Node accept any certificate on every hop (provider, upstreams, Redis), so the client secret and users\' tokens go to whoever answers; unset it (a private CA is trusted with NODE_EXTRA_CA_CERTS)',
+      ]
+    : [];
+}
+
 /** Refused whatever else the file says. */
 export function unsafeSettings(cfg: ParsedConfig): SafetyProblem[] {
   const problems: SafetyProblem[] = [];

@@ -26,10 +26,13 @@ export function hostPort(node: string, defaultPort = REDIS_PORT): { host: string
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || defaultPort) };
 }
 
+/** Certificates checked whatever the environment says (NODE_TLS_REJECT_UNAUTHORIZED is refused at startup too). */
+const verified = (): ConnectionOptions => ({ rejectUnauthorized: true });
+
 /** A single node's TLS: its host name as SNI too (Node sends none unless told; never an IP). */
 function tlsFor(url: string): ConnectionOptions {
   const host = hostPort(url).host;
-  return isIP(host) ? {} : { servername: host };
+  return isIP(host) ? verified() : { ...verified(), servername: host };
 }
 
 /** The longest wait between two attempts to reach Redis again. */
@@ -75,7 +78,7 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     const clusterOptions: ClusterOptions = {
       // A cluster's node clients come and go with its topology: ioredis's own per-command timer.
       // TLS for every node, those the cluster reports included.
-      redisOptions: { ...common, commandTimeout: cfg.commandTimeoutMs, ...(tls ? { tls: {} } : {}) },
+      redisOptions: { ...common, commandTimeout: cfg.commandTimeoutMs, ...(tls ? { tls: verified() } : {}) },
       enableOfflineQueue: false,
       lazyConnect: true,
       slotsRefreshTimeout: Math.max(cfg.commandTimeoutMs, 2000),
@@ -96,7 +99,7 @@ export function createRedis(cfg: RedisConfig, options: CreateRedisOptions = {}):
     const tls = cfg.sentinel.nodes.some(isTlsNode);
     client = new Redis({
       ...common,
-      ...(tls ? { sentinelTLS: {}, tls: {}, enableTLSForSentinelMode: true } : {}),
+      ...(tls ? { sentinelTLS: verified(), tls: verified(), enableTLSForSentinelMode: true } : {}),
       sentinels: cfg.sentinel.nodes.map((node) => hostPort(node, SENTINEL_PORT)),
       name: cfg.sentinel.name,
       // A master that hangs or is cut off keeps its connections open: nothing would make this

@@ -118,6 +118,16 @@ describe('--check', () => {
     expect(output).toMatch(/line \d+/);
   });
 
+  // Found by the TLS red team: the gateway started and sent its client secret and the code to
+  // an impostor provider. Fails if src/config/load.ts ignores unsafeEnvironment(env).
+  it('exits 1 when NODE_TLS_REJECT_UNAUTHORIZED=0 would make Node accept any certificate, with one line saying so', async () => {
+    const proc = runCli(['--config', writeConfig('good-env.yaml', goodConfig()), '--check'], { NODE_TLS_REJECT_UNAUTHORIZED: '0' });
+    const exit = await withTimeout(proc.exited, 15_000, '--check');
+    expect(exit.code).toBe(1);
+    const problemLines = proc.output().split('\n').filter((l) => /^\s+\S+: /.test(l)).map((l) => l.trim());
+    expect(problemLines).toEqual([expect.stringMatching(/^NODE_TLS_REJECT_UNAUTHORIZED: 0 makes Node accept any certificate .*NODE_EXTRA_CA_CERTS\)$/)]);
+  });
+
   it('exits 1 on a missing file', async () => {
     const proc = runCli(['--config', path.join(tmp, 'does-not-exist.yaml'), '--check']);
     const exit = await withTimeout(proc.exited, 15_000, '--check');
