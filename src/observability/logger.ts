@@ -39,6 +39,9 @@ export interface LoggerOptions {
 
 interface SerializedError {
   type: string;
+  /** A Node or library error code (CERT_HAS_EXPIRED, ECONNREFUSED): never a secret, so shown. */
+  errorCode?: string;
+  /** Any other code (a provider's OAuth `error`, which may quote what it was sent): redacted. */
   code?: string;
   message: string;
   cause?: SerializedError;
@@ -51,6 +54,9 @@ interface SerializedError {
  */
 const QUOTES_ITS_INPUT = 'SyntaxError';
 
+/** The shape of Node's and undici's error codes; `*.code` redaction hid them all (found by the TLS red team). */
+export const ERROR_CODE = /^[A-Z][A-Z0-9_]{1,63}$/;
+
 export function serializeError(err: unknown, depth = 0): SerializedError {
   if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
   const code = (err as { code?: unknown }).code;
@@ -58,7 +64,13 @@ export function serializeError(err: unknown, depth = 0): SerializedError {
   const out: SerializedError = {
     type: err.name,
     message: err.name === QUOTES_ITS_INPUT ? 'not shown: it may quote the input it failed on' : err.message.slice(0, 300),
-    ...(typeof code === 'string' ? { code } : typeof oauthError === 'string' ? { code: oauthError } : {}),
+    ...(typeof code === 'string' && ERROR_CODE.test(code)
+      ? { errorCode: code }
+      : typeof code === 'string'
+        ? { code }
+        : typeof oauthError === 'string'
+          ? { code: oauthError }
+          : {}),
   };
   if (err.cause instanceof Error && depth < 3) out.cause = serializeError(err.cause, depth + 1);
   return out;

@@ -206,8 +206,22 @@ export function describeProviderError(err: unknown): string {
   if (err instanceof AuthorizationResponseError) return oauthErrorCode(err.error) ?? NONSTANDARD;
   const { status } = providerAnswer(err);
   if (err instanceof Error) {
-    const label = (err as { code?: string }).code ?? err.name;
+    // fetch's own failure is a TypeError whose cause says why (CERT_HAS_EXPIRED,
+    // ERR_TLS_CERT_ALTNAME_INVALID, ECONNREFUSED): without it a provider's bad certificate and a
+    // refused connection read alike (found by the TLS red team).
+    const label = (err as { code?: string }).code ?? withCauseCode(err);
     return status !== undefined ? `${label} (HTTP ${status})` : label;
   }
   return 'unknown error';
+}
+
+/** `TypeError: CERT_HAS_EXPIRED`: the class, and the first error code of its causes (a known shape only). */
+function withCauseCode(err: Error): string {
+  let at: unknown = err.cause;
+  for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
+    const code = (at as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,63}$/.test(code)) return `${err.name}: ${code}`;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return err.name;
 }

@@ -49,3 +49,25 @@ describe('the log of a provider answer that is not JSON', () => {
     expect(await loggedFor('{"access_token":"a","refresh_token":RTsecretXYZ123456}')).not.toContain('RTsecret');
   });
 });
+
+// Found by the TLS red team: the `*.code` redaction, meant for authorization codes, hid every
+// error's code (CERT_HAS_EXPIRED, ECONNREFUSED) from operators. Fails if serializeError puts
+// every code under `code` (`ERROR_CODE.test(code)` → `false`).
+describe('error codes in the log', () => {
+  const logged = (err: unknown): string => {
+    const lines: string[] = [];
+    createLogger({ destination: { write: (line: string) => void lines.push(line) } }).warn({ err }, 'failed');
+    return lines.join('');
+  };
+
+  it("shows a Node or library code, and its cause's", () => {
+    const cause = Object.assign(new Error('certificate has expired'), { code: 'CERT_HAS_EXPIRED' });
+    const log = logged(new TypeError('fetch failed', { cause }));
+    expect(log).toContain('"errorCode":"CERT_HAS_EXPIRED"');
+  });
+
+  it('redacts any other code, and a provider\'s OAuth error, which may quote what it was sent', () => {
+    expect(logged(Object.assign(new Error('x'), { code: 'refresh rt_SECRET42' }))).not.toContain('rt_SECRET42');
+    expect(logged(Object.assign(new Error('x'), { error: 'invalid_grant rt_SECRET42' }))).not.toContain('rt_SECRET42');
+  });
+});
