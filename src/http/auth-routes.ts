@@ -27,7 +27,7 @@ import { createLoginCookies } from './login-cookies.js';
 import { parseLoginQuery } from './login-params.js';
 import { oneParam, queryOf } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
-import { clearSessionCookie, createCookieVerifier, destroy, regenerate, save } from './session-cookie.js';
+import { clearSessionCookie, clearSiteData, createCookieVerifier, destroy, regenerate, save } from './session-cookie.js';
 import { createSignedInHandlers } from './signed-in-routes.js';
 import type { Revoker } from '../oidc/revocation.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
@@ -206,7 +206,13 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (tx.previousSession) replaced.add(tx.previousSession);
     const { claims } = signIn;
     const signedInAs = userDigest(claims.iss, claims.sub);
-    revokeOtherUsers(await withStore(() => registry.replaceAll(replaced, signedInAs)));
+    const ended = await withStore(() => registry.replaceAll(replaced, signedInAs));
+    revokeOtherUsers(ended);
+    // A session this browser held that was another user's, or that is gone and whose user is
+    // unknown (ended meanwhile, e.g. by the provider's back-channel logout as the next user
+    // signed in there): what its SPA kept must not be left to this user (found by a red team in
+    // Chromium, on a shared computer). A same-user sign-in again (a step-up) keeps it.
+    let startsClean = ended.length < replaced.size || ended.some((e) => e.otherUser);
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const createdAt = clock();
@@ -252,13 +258,16 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // The sessions this browser's other sign-ins made meanwhile, which this one's cookie
     // overwrites, end too. A failure there does not fail this sign-in.
     const signedIn = { own: tx.binding, inFlight: loginCookies.othersInFlight(req, state), user: signedInAs };
-    revokeOtherUsers((await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? []);
+    const superseded = (await registry.supersede(replaced, sessionDigest, signedIn).catch(successionFailed)) ?? [];
+    revokeOtherUsers(superseded);
+    startsClean ||= superseded.some((e) => e.otherUser);
     // Past session.maxPerUser, the user's oldest sessions end: one account signed in thousands of
     // times made every listing, logout by sub and revocation burst cost as much.
     const trimmed = (await registry.trim(sessionDigest, auth, config.session.maxPerUser).catch(trimFailed)) ?? [];
     for (const t of trimmed) if (t.revokes) void revoke(vault.openEnded(t.digest, t.stored.tokens.sealed));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
+    if (startsClean) clearSiteData(res);
     res.redirect(302, appUrl(derived.publicOrigin, tx.returnTo));
   }
 

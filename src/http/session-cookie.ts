@@ -68,6 +68,16 @@ export function sessionCookieOptions(config: Config): CookieOptions {
 }
 
 /** Expires the session cookie; works on a bare ServerResponse (the proxy path has no Express). */
+/**
+ * What a browser is told to forget when a user's session ends here (a logout, another user's
+ * sign-in over it): its cached answers and the SPA's storage. Not "cookies": it clears the
+ * whole site's cookies (every port of localhost, every subdomain), the provider's session
+ * included, breaking its end-session page; ours are set or cleared on the same answer.
+ */
+export function clearSiteData(res: ServerResponse): void {
+  res.setHeader('Clear-Site-Data', '"cache", "storage"');
+}
+
 export function clearSessionCookie(res: ServerResponse, config: Config): void {
   res.appendHeader(
     'Set-Cookie',

@@ -13,7 +13,7 @@ import { withStore } from '../redis/errors.js';
 import { sessionEndsAt } from '../session/data.js';
 import type { SessionRegistry } from '../session/registry.js';
 import type { TokenVault } from '../session/vault.js';
-import { clearSessionCookie, destroy, requireSignedIn, type createCookieVerifier } from './session-cookie.js';
+import { clearSessionCookie, clearSiteData, destroy, requireSignedIn, type createCookieVerifier } from './session-cookie.js';
 
 export interface SignedInDeps {
   config: Config;
@@ -96,10 +96,8 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
       logger.info({ event: 'logout', ...(ended.handle ? { session: ended.handle } : {}) }, 'signed out');
     }
     clearSessionCookie(res, config);
-    // "cache": API answers the browser kept are not shown to its next user. Not "cookies": it
-    // clears the whole site's cookies (every port of localhost, every subdomain of example.com),
-    // the provider's session included, breaking its end-session page; ours is cleared above.
-    res.set('Clear-Site-Data', '"cache", "storage"');
+    // API answers and storage the browser kept are not shown to its next user.
+    clearSiteData(res);
     res.json({ logoutUrl });
   }
 

@@ -89,7 +89,9 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End, userO
   async function replace(sessionDigest: string, user: string, ended: EndedSession[]): Promise<void> {
     const of = await userOf(sessionDigest);
     const otherUser = of !== undefined && of !== user;
-    const stored = await end(sessionDigest, 'replaced', { revokes: otherUser });
+    // Another user's tabs are told `revoked`: `replaced` tells an SPA to reconnect, and it went
+    // on as the next user with the first one's data on screen (found by a red team in Chromium).
+    const stored = await end(sessionDigest, otherUser ? 'revoked' : 'replaced', { revokes: otherUser });
     if (stored) ended.push({ digest: sessionDigest, stored, ...(otherUser ? { otherUser } : {}) });
   }
   async function replaceAll(digests: Iterable<string>, user: string): Promise<EndedSession[]> {

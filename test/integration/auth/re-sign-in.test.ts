@@ -8,6 +8,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { completeAtProvider, signIn, startLogin, type ProviderLoginOptions } from '../../support/drive-login.js';
 import { digest } from '../../../src/redis/keys.js';
 import { expectErrorBody, expectNoSecretIn, revokedAtProvider, sessionIdFromCookie, tokensOfSession } from '../../support/assertions.js';
+import { openStream } from '../../support/live-streams.js';
 import { startStack, type Stack } from '../../support/stack.js';
 import type { TestGateway } from '../../support/gateway.js';
 
@@ -197,6 +198,43 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect((await userWith(bob)).json<{ sub: string }>().sub).toBe('bob');
     await revoked(aliceAgain?.refreshToken);
     expect((await stack.provider.introspect((await tokensOfSession(gw, bob))?.refreshToken as string)).active).toBe(true);
+  });
+
+  // Found by a red team in Chromium (a shared computer): another user's sign-in over a session
+  // left the first user's SPA storage to the next, and told the first user's tabs `replaced`,
+  // on which an SPA reconnects and goes on as the next user. Fails if, in src/http/auth-routes.ts
+  // callback, `if (startsClean) clearSiteData(res);` is removed, or if src/session/succession.ts
+  // replace() ends with 'replaced' whoever's the session was.
+  it("another user's sign-in clears what the browser kept and tells the first user's tabs `revoked`; the same user's keeps both", async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const watch = () => openStream(`${gw.url}/auth/events`, { cookie: `${cookieName()}=${sessionCookie(client)}`, origin: gw.config.derived.publicOrigin });
+
+    const first = await watch();
+    const again = await client.get(await loginAgain(client), { crossSite: true });
+    expect(again.status).toBe(302);
+    expect(again.headers.get('clear-site-data')).toBeNull();
+    expect(JSON.parse((await first.waitForEvent('signed-out', 10_000)).data)).toEqual({ reason: 'replaced' });
+
+    const second = await watch();
+    forgetProviderSession(client);
+    const bob = await client.get(await loginAgain(client, { user: 'bob', password: 'bob-password' }), { crossSite: true });
+    expect(bob.status).toBe(302);
+    expect(bob.headers.get('clear-site-data')).toBe('"cache", "storage"');
+    expect(JSON.parse((await second.waitForEvent('signed-out', 10_000)).data)).toEqual({ reason: 'revoked' });
+  });
+
+  // Fails if, in src/http/auth-routes.ts callback, `ended.length < replaced.size ||` is removed.
+  it('a sign-in over a session that expired meanwhile (whose user is unknown now) clears what the browser kept', async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const old = sessionCookie(client);
+    const callback = await loginAgain(client);
+    // Gone before the callback: its idle timeout lapsed (Redis let the record expire).
+    expect(await gw.runtime.redis.del(gw.runtime.keys.session(digest(sessionIdFromCookie(old))))).toBe(1);
+    const back = await client.get(callback, { crossSite: true });
+    expect(back.status).toBe(302);
+    expect(back.headers.get('clear-site-data')).toBe('"cache", "storage"');
   });
 
   // Fails if, in src/session/succession.ts rivals, the note left for this sign-in is not read
