@@ -79,7 +79,10 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
   const heartbeatMs = deps.heartbeatMs ?? 15_000;
   const noticeMs = (deps.endingNoticeSeconds ?? 300) * 1000;
   const { absoluteTimeoutSeconds } = config.session;
-  const maxPerSession = deps.maxPerSession ?? 8;
+  // Below the six connections a browser opens to one host over HTTP/1.1: a stream holds one for
+  // good, and six tabs with one each left no connection for any call of any tab (found by a red
+  // team in Chromium). The fifth tab is refused (429) and goes on without live events.
+  const maxPerSession = deps.maxPerSession ?? 4;
   const maxPerUser = deps.maxPerUser ?? 32;
   const maxOpen = deps.maxOpen ?? 10_000;
   const open = new Set<Response>();

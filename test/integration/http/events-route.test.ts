@@ -154,6 +154,19 @@ describe('GET /auth/events', () => {
     renewed.destroy();
   });
 
+  // Found by a red team in Chromium: six tabs with a stream each took all six connections a
+  // browser opens to one host over HTTP/1.1, and every call of every tab hung. Fails if
+  // src/http/events-route.ts's default `maxPerSession` is back at 8.
+  it('holds at most 4 streams per session by default, so that a browser keeps connections for its calls', async () => {
+    await eventually('no stream left open', 10_000, async () => (await openGauge()) === 0);
+    const held = [await open(), await open(), await open(), await open()];
+    expect(held.map((s) => s.status)).toEqual([200, 200, 200, 200]);
+    const fifth = await open();
+    expect(fifth.status).toBe(429);
+    expect(fifth.headers['retry-after']).toBeDefined();
+    for (const s of [...held, fifth]) s.destroy();
+  });
+
   it('counts open streams, back to 0 when they close, and ends them with signed-out on logout', async () => {
     // The earlier tests' streams were cut by the client: the gateway may still be seeing them go.
     await eventually('no stream left open', 10_000, async () => (await openGauge()) === 0);
