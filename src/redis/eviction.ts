@@ -34,13 +34,22 @@ export async function readEvictionSettings(client: RedisClient): Promise<Evictio
 }
 
 /**
- * Reads the settings now and at each (re)connection, and reports them. A node that cannot say
- * (INFO refused, Redis gone again) is left unreported until the next connection.
+ * Reads the settings now, at each (re)connection, and whenever a Cluster's masters change (a
+ * replica promoted within a shard is no reconnection of the Cluster client: found by review),
+ * and reports them. A node that cannot say (INFO refused, Redis gone again) is left unreported
+ * until the next check.
  */
 export function watchEvictionSettings(client: RedisClient, report: (settings: EvictionSetting[]) => void): void {
+  let read = new Set<RedisClient>();
   const check = () => {
+    read = new Set(writtenNodes(client));
     readEvictionSettings(client).then(report, () => undefined);
   };
   client.on('ready', check);
+  // A Cluster's slot map is read again every few seconds (client.ts); other clients never say this.
+  client.on('refresh', () => {
+    const masters = writtenNodes(client);
+    if (masters.length !== read.size || masters.some((node) => !read.has(node))) check();
+  });
   check();
 }

@@ -111,4 +111,41 @@ describe('a Redis Cluster', () => {
       await cluster.close();
     }
   }, 60_000);
+
+  // Found by review: a replica promoted within a shard is no reconnection of the Cluster client,
+  // so its setting went unread. Fails if watchEvictionSettings has no 'refresh' listener.
+  it('a replica promoted to master is read as it is promoted', async () => {
+    const cluster = await startRedisCluster({ masters: 3, replicas: true });
+    let gw: TestGateway | undefined;
+    try {
+      const roles = await Promise.all(cluster.servers.map(async (server) => {
+        const node = new Redis(server.url);
+        try {
+          return { server, replica: /role:slave/.test(await node.info('replication')) };
+        } finally {
+          node.disconnect();
+        }
+      }));
+      const replica = roles.find((r) => r.replica)?.server;
+      if (!replica) throw new Error('no replica in the cluster');
+      const node = new Redis(replica.url);
+      try {
+        await node.config('SET', 'maxmemory', '64mb');
+        await node.config('SET', 'maxmemory-policy', 'allkeys-lru');
+        gw = await gatewayOn({ nodes: cluster.nodes });
+        // Masters only, all noeviction: nothing to say yet (the replica is not written to).
+        expect((await fetch(`${gw.url}/readyz`, { signal: AbortSignal.timeout(10_000) })).status).toBe(200);
+        expect(warnings(gw)).toEqual([]);
+        await node.cluster('FAILOVER');
+      } finally {
+        node.disconnect();
+      }
+      await eventually('the promoted master warned of', 20_000, async () => warnings(gw!).length === 1);
+      expect(warnings(gw)[0]).toMatchObject({ policy: 'allkeys-lru', nodes: 1 });
+      expect(await mayEvictGauge(gw)).toBe(1);
+    } finally {
+      await gw?.close();
+      await cluster.close();
+    }
+  }, 90_000);
 });
