@@ -41,7 +41,7 @@ export type GatewayApp = ((req: IncomingMessage, res: ServerResponse) => void) &
 };
 
 const FAILED = Symbol('failed');
-type Failed = IncomingMessage & { [FAILED]?: { error: unknown } };
+type Failed = IncomingMessage & { [FAILED]?: { error: unknown; route?: string } };
 
 export interface AppOptions {
   /** Where GET /metrics on the main port reads from (a cluster worker asks its primary). */
@@ -78,6 +78,8 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   app.use((req: Failed, res, next) => {
     const failed = req[FAILED];
     if (failed !== undefined && !req.complete && announcesBody(req.headers)) res.shouldKeepAlive = false;
+    // The error handler's log line names the route (Express matched none for a proxied call).
+    if (failed?.route !== undefined) res.locals.route = failed.route;
     next(failed?.error);
   });
   // A span per gateway endpoint, around everything below (only when tracing is on).
@@ -101,13 +103,13 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
         ...(challenge.max_age !== null ? { max_age: challenge.max_age } : {}),
       });
     },
-    fail(req: Failed, res, error) {
+    fail(req: Failed, res, error, route) {
       if (res.headersSent || req[FAILED]) {
         // Mid-stream failure: the only honest signal left is to cut the connection.
         res.destroy();
         return;
       }
-      req[FAILED] = { error: error ?? new Error('proxied call failed') };
+      req[FAILED] = { error: error ?? new Error('proxied call failed'), ...(route !== undefined ? { route } : {}) };
       app(req, res);
     },
   });

@@ -59,7 +59,8 @@ export function createErrorHandler(
   return function errorHandler(err, req, res, _next) {
     const error = classify(err);
     options.onError?.(error.code);
-    const route: string | undefined = req.route?.path;
+    // Express's route, or the proxied route a failed call was for (app.ts).
+    const route: string | undefined = req.route?.path ?? (typeof res.locals.route === 'string' ? res.locals.route : undefined);
     if (error.code === 'server_error') {
       logger.error({ err, code: error.code, method: req.method, route }, 'request failed');
     } else if (error.status >= 500) {

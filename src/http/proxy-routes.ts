@@ -42,8 +42,8 @@ export interface ProxyRoutes {
 }
 
 export interface ProxyHooks {
-  /** Answers a failed call with the gateway's error response (or cuts a started one). */
-  fail(req: IncomingMessage, res: ServerResponse, err: unknown): void;
+  /** Answers a failed call of `route` with the gateway's error response (or cuts a started one). */
+  fail(req: IncomingMessage, res: ServerResponse, err: unknown, route?: string): void;
   /** Request metrics, under the route's path. */
   meter(req: IncomingMessage, res: ServerResponse, label: string): void;
   /** Told of each 401 step_up_required (RFC 9470), e.g. to send `step-up-required` on /auth/events. */
@@ -193,7 +193,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
                 logger.warn({ event: 'upstream_error', route: route.path, code: error.code, err, suppressed }, 'upstream call failed (said once per 10 s per route and code)');
               }
             }
-            if ('headersSent' in res) hooks.fail(req, res, error);
+            if ('headersSent' in res) hooks.fail(req, res, error, route.path);
             else res.destroy();
           },
         }),
@@ -274,8 +274,9 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
       return true;
     }
     hooks.meter(req, res, route.path);
-    if (tracing) tracing.proxyCall(req, res, route.path, () => serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err)));
-    else serve(req, res, route).catch((err: unknown) => hooks.fail(req, res, err));
+    const failed = (err: unknown) => hooks.fail(req, res, err, route.path);
+    if (tracing) tracing.proxyCall(req, res, route.path, () => serve(req, res, route).catch(failed));
+    else serve(req, res, route).catch(failed);
     return true;
   }
 

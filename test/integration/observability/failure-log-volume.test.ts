@@ -33,7 +33,10 @@ beforeAll(async () => {
     redisUrl: server.url,
     logLevel: 'info',
     // Port 9 (discard) is closed on loopback: every call is refused.
-    routes: [{ path: '/down', target: 'http://127.0.0.1:9', auth: 'user' }],
+    routes: [
+      { path: '/down', target: 'http://127.0.0.1:9', auth: 'user' },
+      { path: '/also-down', target: 'http://127.0.0.1:9', auth: 'user' },
+    ],
   });
   gateway = await startTestGateway(config, reserved, { clock });
   client = new BrowserClient();
@@ -46,7 +49,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-type Line = { level: number; event?: string; msg?: string; suppressed?: number };
+type Line = { level: number; event?: string; msg?: string; suppressed?: number; route?: string };
 /** warn (40) and above since `mark`. */
 const loudSince = (mark: number): Line[] => gateway.logs.slice(mark).map((l) => JSON.parse(l) as Line).filter((l) => l.level >= 40);
 const calls = async (n: number, status: number) => {
@@ -64,6 +67,16 @@ it(`an upstream down: ${CALLS} failing calls are one line of each kind, and the 
   const next = gateway.logs.length;
   await calls(1, 502);
   expect(loudSince(next).map((l) => l.suppressed)).toEqual([CALLS - 1, CALLS - 1]);
+});
+
+// Found by review: a proxied call's 'request failed' named no route (Express matched none), so
+// every route shared one gate per code, and a second route's failure went unsaid. Fails if
+// src/app.ts stops passing the failed call's route to the error handler (`res.locals.route`).
+it("another route failing alike is said for itself, and each line names its route", async () => {
+  const mark = gateway.logs.length;
+  expect((await client.get(`${gateway.url}/also-down/x`, { headers: csrf })).status).toBe(502);
+  const failed = loudSince(mark).filter((l) => l.msg?.startsWith('request failed'));
+  expect(failed.map((l) => [l.route, l.suppressed])).toEqual([['/also-down', 0]]);
 });
 
 it(`Redis down: ${CALLS} calls answered 503 are one line (and redis_error's own)`, async () => {
