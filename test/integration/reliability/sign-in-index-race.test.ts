@@ -226,8 +226,9 @@ it('a back-channel logout naming sid and sub while a sign-in of that provider se
  */
 it('a back-channel logout of the provider session between the code exchange and the first index entry: no working session', async () => {
   const { phone, sid } = await phoneWithProviderSession();
-  // The callback's first index write: register's HSET (the replaced session's end sends HDELs).
-  expect((await signInAgainMeetingLogout(phone, sid, '$4\r\nhset\r\n')).status).toBe(401);
+  // The callback's first index write: register's HSET, in its script with the EXPIRE (the
+  // replaced session's end sends HDELs).
+  expect((await signInAgainMeetingLogout(phone, sid, "redis.call('HSET'")).status).toBe(401);
   expect((await phone.get(`${gwA.url}/auth/user`, { headers: csrf })).status).toBe(401);
   // Another provider session of the same user (another browser) signs in as ever.
   const laptop = new BrowserClient();
