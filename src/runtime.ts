@@ -21,6 +21,7 @@ import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createReplicaAcks } from './redis/replica-acks.js';
 import { atMostEvery } from './clock.js';
 import { connectConfiguredRedis } from './startup.js';
+import { refuseUnsafeProcessEnvironment } from './process-env.js';
 import { createRedisTransport } from './redis/pubsub.js';
 import { createKeys, type Keys } from './redis/keys.js';
 import { createLoginLimiter, type LoginLimiter } from './redis/rate-limit.js';
@@ -87,6 +88,7 @@ export interface Runtime {
 }
 
 export async function createRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
+  refuseUnsafeProcessEnvironment();
   const clock = options.clock ?? Date.now;
   const tracing = await createTracing(config.observability.tracing);
   const logger =
