@@ -84,6 +84,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     if (bounceCrossSite(req, res, query, previousSession !== undefined)) return;
     const held = await withStore(() => deps.loginLimiter.hit(clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trust)));
     await admitLogin(held);
+    // Whose it is, while it still is (see LoginTransaction.previousUser). Unread, the sign-in
+    // goes on: only whether the callback clears the browser's storage depends on it.
+    const previousUser = previousSession === undefined ? undefined : await registry.userOf(previousSession).catch(() => undefined);
     // RFC 9449 §10: a fresh key per sign-in, sealed into the transaction until the callback.
     const dpopKey = derived.dpop ? generateDpopKey() : undefined;
     const request = await startAuthorization(
@@ -105,6 +108,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
         binding: digest(binding),
         createdAt: clock(),
         ...(previousSession ? { previousSession } : {}),
+        ...(previousUser ? { previousUser } : {}),
         ...(asked.acrValues || asked.maxAge !== undefined ? { asked } : {}),
         ...(dpopKey ? { dpopKey } : {}),
       }),
@@ -208,11 +212,12 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     const signedInAs = userDigest(claims.iss, claims.sub);
     const ended = await withStore(() => registry.replaceAll(replaced, signedInAs));
     revokeOtherUsers(ended);
-    // A session this browser held that was another user's, or that is gone and whose user is
-    // unknown (ended meanwhile, e.g. by the provider's back-channel logout as the next user
-    // signed in there): what its SPA kept must not be left to this user (found by a red team in
-    // Chromium, on a shared computer). A same-user sign-in again (a step-up) keeps it.
-    let startsClean = ended.length < replaced.size || ended.some((e) => e.otherUser);
+    // A session this browser held that was another user's, ended here or meanwhile (the
+    // provider's back-channel logout as the next user signed in there): what its SPA kept must
+    // not be left to this user (found by a red team in Chromium, on a shared computer). A
+    // same-user sign-in again (a step-up, a sign-in after a timeout, two tabs) keeps it (found
+    // by review: clearing whenever the user was unknown wiped it after every idle timeout).
+    let startsClean = ended.some((e) => e.otherUser) || (tx.previousUser !== undefined && tx.previousUser !== signedInAs);
     await withStore(() => regenerate(req)); // new session ID: no fixation
     const sessionDigest = digest(req.sessionID);
     const createdAt = clock();

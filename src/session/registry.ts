@@ -46,6 +46,8 @@ export interface EndOptions {
 }
 
 export interface SessionRegistry extends Succession, ProviderLogouts {
+  /** The user (user-index.ts userDigest) a session signs in, while it lives. */
+  userOf(sessionDigest: string): Promise<string | undefined>;
   register(sessionDigest: string, auth: AuthData, form: IndexForm): Promise<void>;
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
@@ -120,6 +122,7 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   // the signer served a session whose entries were gone: unlisted, and a back-channel logout
   // missed it (found by red team). Entries that outlive their session are dropped by readers.
   const indexTtlSeconds = absoluteTimeoutSeconds + MAX_CLOCK_SKEW_SECONDS;
+  const sessionUser = async (d: string) => userOf(await records.peek(d));
 
   async function end(sessionDigest: string, reason: EndReason = 'logout', how: EndOptions = {}): Promise<StoredSession | undefined> {
     const revokes = how.revokes ?? REVOKING.has(reason);
@@ -203,7 +206,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
   }
 
   return {
-    ...createSuccession(redis, keys, end, async (d) => userOf(await records.peek(d))),
+    ...createSuccession(redis, keys, end, sessionUser),
+    userOf: sessionUser,
     ...createProviderLogouts({ redis, keys, records, end, endedWithRevocation }),
     async register(sessionDigest, auth, form) {
       const userKey = keys.userSessions(userDigest(auth.iss, auth.sub));

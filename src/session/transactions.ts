@@ -24,6 +24,13 @@ export interface LoginTransaction {
    */
   previousSession?: string;
   /**
+   * The user (user-index.ts userDigest) whose session previousSession was, read at /auth/login
+   * while it still was one: at the callback it may be gone (the provider's back-channel logout
+   * as the next user signs in there), and a sign-in of someone else then clears what the
+   * browser kept.
+   */
+  previousUser?: string;
+  /**
    * What the login asked of the authentication (acr_values, max_age), which the callback checks
    * the ID token against (OIDC Core §3.1.3.7). Sealed with the rest.
    */

@@ -224,14 +224,37 @@ describe('signing in again with a SameSite=Strict session cookie', () => {
     expect(JSON.parse((await second.waitForEvent('signed-out', 10_000)).data)).toEqual({ reason: 'revoked' });
   });
 
-  // Fails if, in src/http/auth-routes.ts callback, `ended.length < replaced.size ||` is removed.
-  it('a sign-in over a session that expired meanwhile (whose user is unknown now) clears what the browser kept', async () => {
+  // Found by review: clearing whenever the previous session's user was unknown wiped the SPA's
+  // storage at every sign-in after an idle timeout, and at the second of two tabs stepping up.
+  // Fails if, in src/http/auth-routes.ts callback, `startsClean` is also set for a session gone
+  // at the callback whose user is unknown (`|| ended.length < replaced.size`).
+  it('the same user signing in after a timeout, or in two tabs at once, keeps what the browser kept', async () => {
     const client = new BrowserClient();
     await signIn(client, gw.url);
-    const old = sessionCookie(client);
-    const callback = await loginAgain(client);
-    // Gone before the callback: its idle timeout lapsed (Redis let the record expire).
-    expect(await gw.runtime.redis.del(gw.runtime.keys.session(digest(sessionIdFromCookie(old))))).toBe(1);
+    // Its idle timeout lapsed (Redis let the record expire) before the sign-in started.
+    expect(await gw.runtime.redis.del(gw.runtime.keys.session(digest(sessionIdFromCookie(sessionCookie(client)))))).toBe(1);
+    const again = await client.get(await loginAgain(client), { crossSite: true });
+    expect(again.status).toBe(302);
+    expect(again.headers.get('clear-site-data')).toBeNull();
+    const [tabA, tabB] = [await loginAgain(client), await loginAgain(client)];
+    for (const callback of [tabA, tabB]) {
+      const back = await client.get(callback, { crossSite: true });
+      expect(back.status).toBe(302);
+      expect(back.headers.get('clear-site-data')).toBeNull();
+    }
+  });
+
+  // Fails if, in src/http/auth-routes.ts callback, `(tx.previousUser !== undefined && tx.previousUser !== signedInAs)`
+  // is dropped from `startsClean` (or login no longer notes `previousUser`).
+  it("another user signing in over a session that ended meanwhile (the provider's back-channel logout) clears what the browser kept", async () => {
+    const client = new BrowserClient();
+    await signIn(client, gw.url);
+    const login = await client.get(`${gw.url}/auth/login?returnTo=/again`);
+    expect(login.status).toBe(302);
+    // As bob signs in at the provider, the provider's back-channel logout ends alice's session.
+    expect(await gw.runtime.redis.del(gw.runtime.keys.session(digest(sessionIdFromCookie(sessionCookie(client)))))).toBe(1);
+    forgetProviderSession(client);
+    const callback = await completeAtProvider(client, login.redirectUrl as string, { user: 'bob', password: 'bob-password' });
     const back = await client.get(callback, { crossSite: true });
     expect(back.status).toBe(302);
     expect(back.headers.get('clear-site-data')).toBe('"cache", "storage"');
