@@ -10,7 +10,7 @@ import type { ProviderHandle } from '../oidc/client.js';
 import { verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
-import { firstSighting, sighted } from '../redis/replay.js';
+import { firstSighting, remember } from '../redis/replay.js';
 import type { RedisClient } from '../redis/client.js';
 import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
@@ -35,6 +35,12 @@ export interface SessionRouteDeps {
 }
 
 const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * How long a back-channel logout's claim on its jti holds while its sessions are ended: past
+ * the longest an end takes, short enough that a provider's retry after a claim left behind
+ * (Redis lost both the end and the claim's release) is taken soon.
+ */
+const JTI_CLAIM_SECONDS = 30;
 /** How old (by iat) a logout token may be; BCL §4 encourages providers to use about 2 minutes. */
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 
@@ -92,20 +98,26 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       now: Date.now,
     });
     const jtiKey = deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`));
-    // The jti is checked before the sessions are ended but recorded only after: recorded first,
-    // a Redis failure while ending would answer 503 and the provider's retry of the same token
-    // would be refused as a replay, leaving the sessions alive. Ending is idempotent, so a retry
-    // after any failure simply ends what is left.
-    if (await withStore(() => sighted(deps.redis, jtiKey))) {
+    // The jti is claimed (for as long as ending may take) before the sessions are ended: of
+    // copies posted together, one ends them (checked first and recorded after, 20 copies at once
+    // were each taken, each ending again what the first ended; found by red team). A failure
+    // while ending lets the claim go, so that the provider's retry of the same token ends them.
+    if (!(await withStore(() => firstSighting(deps.redis, jtiKey, JTI_CLAIM_SECONDS)))) {
       throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
     }
-    const ended = await withStore(() =>
-      logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub, logout.issuedAt) : registry.endByUser(logout.iss, logout.sub as string),
-    );
-    // False only when a concurrent delivery of the same token recorded it first: both ended the same sessions.
+    let ended: Awaited<ReturnType<typeof registry.endByUser>>;
+    try {
+      ended = await withStore(() =>
+        logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub, logout.issuedAt) : registry.endByUser(logout.iss, logout.sub as string),
+      );
+    } catch (err) {
+      await deps.redis.del(jtiKey).catch(() => undefined);
+      throw err;
+    }
     // Remembered past the token's life by the clock margin: a process behind this one's clock
-    // takes the token for that much longer.
-    await withStore(() => firstSighting(deps.redis, jtiKey, logout.rememberUntil + MAX_CLOCK_SKEW_SECONDS - Math.floor(Date.now() / 1000)));
+    // takes the token for that much longer. The sessions are ended whatever this answers: should
+    // it fail, the claim still holds the token off for its own while.
+    await remember(deps.redis, jtiKey, logout.rememberUntil + MAX_CLOCK_SKEW_SECONDS - Math.floor(Date.now() / 1000)).catch(() => undefined);
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it (and logs
     // its own failures).

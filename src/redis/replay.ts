@@ -5,7 +5,7 @@ export async function firstSighting(redis: RedisClient, key: string, ttlSeconds:
   return (await redis.set(key, '1', 'EX', Math.max(1, Math.ceil(ttlSeconds)), 'NX')) === 'OK';
 }
 
-/** Whether `key` was already recorded by firstSighting (a read: records nothing). */
-export async function sighted(redis: RedisClient, key: string): Promise<boolean> {
-  return (await redis.exists(key)) === 1;
+/** Keeps `key`, recorded by firstSighting, for `ttlSeconds` from now. */
+export async function remember(redis: RedisClient, key: string, ttlSeconds: number): Promise<void> {
+  await redis.set(key, '1', 'EX', Math.max(1, Math.ceil(ttlSeconds)));
 }

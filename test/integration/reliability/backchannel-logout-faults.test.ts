@@ -46,9 +46,9 @@ const userStatus = (client: BrowserClient) => calls.userStatus(stack.gateway.url
 const postLogoutToken = (token: string) => calls.postLogoutToken(stack.gateway.url, token);
 
 describe('back-channel logout', () => {
-  // Fails if, in http/session-routes.ts, the check `if (await withStore(() => sighted(deps.redis, jtiKey))) {`
-  // becomes the recording `if (!(await withStore(() => firstSighting(deps.redis, jtiKey, 600)))) {`:
-  // the jti is then spent by the delivery that failed, and the retry is refused as a replay.
+  // Fails if, in http/session-routes.ts, the claim on the jti is not let go when ending fails
+  // (`await deps.redis.del(jtiKey)` removed): the jti is then spent by the delivery that failed,
+  // and the retry is refused as a replay.
   it('a delivery that failed in Redis can be retried with the same token, which then ends the sessions', async () => {
     const alice = await signedInAs('alice');
     const token = await stack.provider.signLogoutToken({ sub: 'alice' });
@@ -65,6 +65,18 @@ describe('back-channel logout', () => {
 
     // Once it succeeded, the token is spent.
     expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
+  });
+
+  // Found by red team: the jti was checked before the sessions were ended and recorded after, so
+  // every copy posted while the first was ending them was taken too, each ending them again.
+  // Fails if, in http/session-routes.ts, the jti is checked (EXISTS) rather than claimed first.
+  it('one token posted 20 times at once is taken once; the others are refused as replays', async () => {
+    const alice = await signedInAs('alice');
+    const token = await stack.provider.signLogoutToken({ sub: 'alice' });
+    const statuses = (await Promise.all(Array.from({ length: 20 }, () => postLogoutToken(token)))).map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 400)).toHaveLength(19);
+    expect(await userStatus(alice)).toBe(401);
   });
 });
 
