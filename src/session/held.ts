@@ -68,6 +68,13 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 const EXPIRY_MARGIN_MS = 250;
 /** The first retry of a failed recheck after the bus came back. */
 const RECHECK_FIRST_RETRY_MS = 250;
+/**
+ * How often held sessions are swept for an absolute end the clock has passed. Their timers run
+ * on monotonic time: after a forward step of the wall clock (NTP correcting a slow clock, a VM
+ * resumed), a session past its end answered 401 while its streams and tunnels stayed open for
+ * the length of the step (found by red team).
+ */
+const SWEEP_MS = 5000;
 
 interface Entry {
   holders: Set<OnEnd>;
@@ -85,6 +92,17 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
   const clock = options.clock ?? Date.now;
   const retryMs = options.retryMs ?? 5000;
   const entries = new Map<string, Entry>();
+  let sweeper: NodeJS.Timeout | undefined;
+  function sweep(): void {
+    const now = clock();
+    for (const [sessionDigest, entry] of [...entries]) {
+      if (entry.endsAt !== undefined && entry.endsAt <= now) end(sessionDigest, entry, 'expired', entry.endsAt);
+    }
+    if (entries.size === 0) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  }
 
   function end(sessionDigest: string, entry: Entry, reason: EndReason, endedAt: number): void {
     if (entries.get(sessionDigest) !== entry) return;
@@ -196,6 +214,11 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
         };
         entry = created;
         entries.set(sessionDigest, entry);
+        // Runs only while something is held (it stops itself once nothing is).
+        if (sweeper === undefined) {
+          sweeper = setInterval(sweep, SWEEP_MS);
+          sweeper.unref();
+        }
         // The session was just read (its idle TTL slid to the full timeout).
         armIdle(sessionDigest, entry, options.idleTimeoutSeconds * 1000 + EXPIRY_MARGIN_MS);
         armAbsolute(sessionDigest, entry);
@@ -226,6 +249,8 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
     close() {
       clearTimeout(recheckRetry);
       recheckRetry = undefined;
+      clearInterval(sweeper);
+      sweeper = undefined;
       for (const [sessionDigest, entry] of [...entries]) drop(sessionDigest, entry);
     },
   };

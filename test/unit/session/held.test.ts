@@ -144,6 +144,22 @@ describe('held sessions', () => {
     expect(ended).toEqual([{ reason: 'expired', endedAt: createdAt + 30_000 }]);
   });
 
+  // Found by red team: the timers run on monotonic time, so after a forward step of the wall
+  // clock a session past its end kept its streams open for the length of the step. Fails if
+  // hold() no longer starts the sweep (`sweeper = setInterval(sweep, SWEEP_MS)` removed).
+  it('ends a session whose absolute end a forward step of the clock has passed, within a sweep', async () => {
+    const { fake, held } = setup();
+    fake.ttl.set(D1, IDLE_S * 1000);
+    const ended: HeldEnd[] = [];
+    const createdAt = Date.now();
+    held.hold(D1, { createdAt }, (e) => ended.push(e));
+    // The wall clock jumps past the session's end; no timer has moved.
+    jest.setSystemTime(createdAt + (ABSOLUTE_S + 3600) * 1000);
+    await jest.advanceTimersByTimeAsync(5_001);
+    expect(ended).toEqual([{ reason: 'expired', endedAt: createdAt + ABSOLUTE_S * 1000 }]);
+    expect(held.digests()).toEqual([]);
+  });
+
   it('never ends a session because Redis failed; it looks again later', async () => {
     const { fake, held } = setup();
     const ended: HeldEnd[] = [];
