@@ -23,7 +23,7 @@ import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import { tooManyHeaderFields } from './header-fields.js';
 import type { HeldSessions } from '../session/held.js';
-import { createOpenCount, type StreamLimit } from '../proxy/streams.js';
+import { createOpenCount, STREAM_RETRY_AFTER, type StreamLimit } from '../proxy/streams.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -58,12 +58,18 @@ function refuse(socket: Socket, error: GatewayError): void {
     return;
   }
   const body = JSON.stringify(error.toBody());
+  // The error's own headers too (a 429's Retry-After), as sendError writes them for every other
+  // answer; they are the gateway's own values, checked printable since the socket is written raw.
+  const extra = Object.entries(error.headers)
+    .filter(([, value]) => /^[\x20-\x7e]*$/.test(value))
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   const bound = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS);
   bound.unref();
   socket.once('close', () => clearTimeout(bound));
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
-      `Content-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Type: application/json\r\nCache-Control: no-store\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     () => socket.destroy(),
   );
 }
@@ -99,7 +105,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
    */
   function admit(session: LoadedSession | undefined, route: CompiledRoute, socket: Socket): GatewayError | undefined {
     // Counted until the socket closes, which a refused upgrade's does at once.
-    if (!perRoute.admit(route.path, socket, route.maxConnections)) return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.' });
+    if (!perRoute.admit(route.path, socket, route.maxConnections)) {
+      return new GatewayError('rate_limited', { description: 'This API holds as many WebSockets as it may; try again later.', headers: STREAM_RETRY_AFTER });
+    }
     return session?.tokens ? deps.streamLimit.admit(session, socket) : undefined;
   }
 

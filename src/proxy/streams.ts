@@ -167,15 +167,23 @@ export function createOpenCount(): OpenCount {
   };
 }
 
+/**
+ * SPEC §6: a 429 says when to try again. A held stream frees its place when it closes, which a
+ * client cannot know: half a minute, as /auth/events says (found by the contract audit).
+ */
+export const STREAM_RETRY_AFTER = { 'Retry-After': '30' };
+
 export function createStreamLimit(max = MAX_STREAMS_PER_SESSION, maxPerUser = MAX_STREAMS_PER_USER): StreamLimit {
   const perSession = createOpenCount();
   const perUser = createOpenCount();
   return {
     admit({ digest, auth }, stream) {
-      if (!perSession.admit(digest, stream, max)) return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.' });
+      if (!perSession.admit(digest, stream, max)) {
+        return new GatewayError('rate_limited', { description: 'Too many open streams for this session; close one and try again.', headers: STREAM_RETRY_AFTER });
+      }
       // A refused stream closes: what the session counted for it goes with it.
       if (auth !== undefined && !perUser.admit(userDigest(auth.iss, auth.sub), stream, maxPerUser)) {
-        return new GatewayError('rate_limited', { description: 'Too many open streams for this user; close one and try again.' });
+        return new GatewayError('rate_limited', { description: 'Too many open streams for this user; close one and try again.', headers: STREAM_RETRY_AFTER });
       }
       return undefined;
     },

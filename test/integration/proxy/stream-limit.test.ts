@@ -58,6 +58,9 @@ it('answers 429 past the bound for one session, not for another; a closed stream
 
   const refused = await open(alice);
   expect(refused.status).toBe(429);
+  // SPEC §6 (found by the contract audit). Fails if src/proxy/streams.ts's per-session refusal
+  // has no `headers: STREAM_RETRY_AFTER`.
+  expect(refused.headers['retry-after']).toBe('30');
   expect(JSON.parse(await refused.closed.then(() => refused.text())) as { error: string }).toMatchObject({ error: 'rate_limited' });
   // The upstream's side of the refused stream was cut: only the admitted ones stay open there.
   await eventually('the refused stream cut at the upstream', 5000, () => upstreamStreams.size === MAX_STREAMS_PER_SESSION || undefined);

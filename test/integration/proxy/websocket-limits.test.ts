@@ -85,6 +85,9 @@ it(`holds a session to ${MAX_STREAMS_PER_SESSION} tunnels and event streams toge
   const refused = await rawUpgrade(stack.gateway.url, '/live/one-more', headers());
   expect(refused.status).toBe(429);
   expect(JSON.parse(refused.text)).toMatchObject({ error: 'rate_limited' });
+  // SPEC §6: a 429 says when to try again (found by the contract audit; fails if
+  // src/http/websocket.ts refuse() writes no `extra` headers).
+  expect(refused.headers.get('retry-after')).toBe('30');
   expect(live.openWebSockets).toBe(MAX_STREAMS_PER_SESSION - 1);
 
   (held.pop() as HeldWebSocket).socket.terminate();
@@ -101,5 +104,8 @@ it(`holds a session to ${MAX_STREAMS_PER_SESSION} tunnels and event streams toge
 it(`holds a route to its maxConnections (${SMALL_POOL}) tunnels, whoever opens them`, async () => {
   expect(await openMany('/small', SMALL_POOL * 3)).toBe(SMALL_POOL);
   expect(small.openWebSockets).toBe(SMALL_POOL);
-  expect((await rawUpgrade(stack.gateway.url, '/small/more', { origin: stack.config.derived.publicOrigin })).status).toBe(429);
+  const refused = await rawUpgrade(stack.gateway.url, '/small/more', { origin: stack.config.derived.publicOrigin });
+  expect(refused.status).toBe(429);
+  // Fails if src/http/websocket.ts admit()'s per-route refusal has no `headers: STREAM_RETRY_AFTER`.
+  expect(refused.headers.get('retry-after')).toBe('30');
 }, 120_000);
