@@ -126,7 +126,11 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     });
   }
 
-  async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+  /**
+   * Whether the upgrade was switched through (false: the client left first). `at.route`: the
+   * route matched, once it is (for the metrics of the answer).
+   */
+  async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer, at: { route?: string }): Promise<boolean> {
     const crowded = tooManyHeaderFields(req);
     if (crowded) throw crowded;
     const target = canonicalTarget(req.url);
@@ -136,12 +140,13 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     const route = deps.match(q === -1 ? target : target.slice(0, q));
     if (route !== undefined && 'refused' in route) throw refusedPath(route);
     if (!route || !route.websocket) throw new GatewayError('not_found', { description: 'WebSocket upgrades are not allowed here.' });
+    at.route = route.path;
     if (!isWebSocketHandshake(req)) throw new GatewayError('invalid_request', { description: 'This is not a WebSocket handshake.' });
     if (req.headers.origin !== config.derived.publicOrigin) throw new GatewayError('csrf_check_failed', { description: 'The Origin of this WebSocket is not allowed.' });
     const session = await deps.readSession(req);
     // The client left while its session was read: its 'close' has been and gone, so a hold
     // taken now would never be released.
-    if (socket.destroyed) return;
+    if (socket.destroyed) return false;
     if (route.requireSession && !session?.tokens) throw new GatewayError('login_required');
     const crowd = admit(session, route, socket);
     if (crowd) throw crowd;
@@ -152,19 +157,43 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
     const credential = await deps.resolveCredential(route, session);
     // The client left while the credential was fetched (a refresh may take seconds): its hold
     // is released already, so an upstream WebSocket opened now would never be closed.
-    if (socket.destroyed) return;
+    if (socket.destroyed) return false;
     // Before its 101 the upstream's answer is never relayed: a refusal becomes a gateway error.
     await (deps.upstreams.get(route.path) as Upstream).upgrade(req, socket, head, credential);
+    return true;
+  }
+
+  /**
+   * An upgrade counted as any call is, under its route (or `other`): its 101, or the status it
+   * was refused with, and an upstream that could not be reached as an upstream error. They were
+   * counted nowhere, and a WebSocket route whose upstream was down paged no one (found by the
+   * observability red team).
+   */
+  function count(route: string | undefined, status: number, started: number): void {
+    metrics.requests.labels(route ?? 'other', 'GET', String(status)).inc();
+    metrics.latency.labels(route ?? 'other').observe((performance.now() - started) / 1000);
   }
 
   return {
     handle(req, socket, head) {
       socket.on('error', () => socket.destroy());
-      upgrade(req, socket, head).catch((err: unknown) => {
-        const error = err instanceof GatewayError ? err : new GatewayError('server_error', { cause: err });
-        if (error.status >= 500) logger.warn({ event: 'websocket_refused', code: error.code, err }, 'WebSocket upgrade failed');
-        refuse(socket, error);
-      });
+      const started = performance.now();
+      const at: { route?: string } = {};
+      upgrade(req, socket, head, at).then(
+        (switched) => {
+          if (switched) count(at.route, 101, started);
+        },
+        (err: unknown) => {
+          const error = err instanceof GatewayError ? err : new GatewayError('server_error', { cause: err });
+          if (error.status >= 500) logger.warn({ event: 'websocket_refused', code: error.code, err }, 'WebSocket upgrade failed');
+          // A client that left during the handshake was answered nothing, and is no upstream's fault.
+          if (!socket.destroyed) {
+            count(at.route, error.status, started);
+            if (at.route !== undefined && (error.code === 'bad_gateway' || error.code === 'gateway_timeout')) metrics.upstreamErrors.inc({ route: at.route, kind: error.code });
+          }
+          refuse(socket, error);
+        },
+      );
     },
     close() {
       for (const socket of [...open]) socket.destroy();

@@ -225,4 +225,21 @@ describe('WebSocket upgrades', () => {
     await expect(withTimeout(opened, 5_000, 'the tunnel to settle')).rejects.toMatchObject({ code: 'bad_gateway' });
     expect(live.wsConnections).toHaveLength(0);
   });
+  // Found by the observability red team: upgrades were counted nowhere, so a WebSocket route
+  // whose upstream was down paged no one (BffUpstreamUnreachable and BffUpstream5xx read these
+  // series). Fails if, in src/http/websocket.ts handle(), `count(...)` is not called, or the
+  // upstream error is not counted.
+  it('counts each upgrade under its route with its status, and an upstream that refuses it as an upstream error', async () => {
+    const value = async (pattern: RegExp) => Number(pattern.exec(await stack.gateway.runtime.metrics.registry.metrics())?.[1] ?? 0);
+    const switched = /^bff_http_requests_total\{route="\/live",method="GET",status="101"\} (\d+)$/m;
+    const refusedAuth = /^bff_http_requests_total\{route="\/live",method="GET",status="401"\} (\d+)$/m;
+    const refusedUpstream = /^bff_http_requests_total\{route="\/refusing",method="GET",status="502"\} (\d+)$/m;
+    const upstreamError = /^bff_upstream_errors_total\{route="\/refusing",kind="bad_gateway"\} (\d+)$/m;
+    const before = await Promise.all([switched, refusedAuth, refusedUpstream, upstreamError].map(value));
+    expect((await upgrade('/live/socket')).status).toBe(101);
+    expect((await rawUpgrade(stack.gateway.url, '/live/socket', { origin: stack.config.derived.publicOrigin })).status).toBe(401);
+    expect((await upgrade('/refusing/socket')).status).toBe(502);
+    const after = await Promise.all([switched, refusedAuth, refusedUpstream, upstreamError].map(value));
+    expect(after.map((n, i) => n - (before[i] as number))).toEqual([1, 1, 1, 1]);
+  });
 });
