@@ -242,7 +242,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     },
   });
 
-  const revoke = createRevoker(provider, logger);
+  const revoke = createRevoker(provider, logger, { onOutcome: (outcome) => metrics.tokenRevocations.inc({ outcome }) });
   async function revokeOrphan(sessionDigest: string, tokens: TokenSet): Promise<void> {
     try {
       const revoked = await registry.endedWithRevocation(sessionDigest);

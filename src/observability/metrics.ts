@@ -34,6 +34,8 @@ export interface Metrics {
   upstreamErrors: Counter<'route' | 'kind'>;
   /** 1 while a Redis the gateway writes to may evict its keys (redis/eviction.ts), else 0. */
   redisMayEvict: Gauge;
+  /** Revocations of ended sessions' tokens, by outcome (oidc/revocation.ts). */
+  tokenRevocations: Counter<'outcome'>;
   openWebSockets: Gauge<'route'>;
   /** GET /auth/events streams open now. */
   openEventStreams: Gauge;
@@ -171,6 +173,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['route', 'kind'],
       registers,
     }),
+    tokenRevocations: new Counter({
+      name: 'bff_token_revocations_total',
+      help: "Revocations (RFC 7009) of ended sessions' tokens, by outcome: success, failure (a token not revoked, or no provider metadata), dropped (past the queue).",
+      labelNames: ['outcome'],
+      registers,
+    }),
     redisMayEvict: new Gauge({
       name: 'bff_redis_may_evict',
       // Any worker's Redis evicting is evicting.
@@ -220,6 +228,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const kind of ['connection', 'command']) redisErrors.inc({ kind }, 0);
   for (const outcome of ['success', 'shared', 'invalid_grant', 'failure']) metrics.refreshes.inc({ outcome }, 0);
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
+  for (const outcome of ['success', 'failure', 'dropped']) metrics.tokenRevocations.inc({ outcome }, 0);
   for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed', 'over_capacity']) metrics.loginTransactions.inc({ outcome }, 0);
   metrics.openEventStreams.set(0);
   metrics.redisMayEvict.set(0);

@@ -80,7 +80,15 @@ export interface RevokerOptions {
   queued?: number;
   /** The revocation itself (revokeTokens above; replaced in unit tests). */
   revokeTokens?: typeof revokeTokens;
+  /**
+   * Told how each session's revocation ended: `failure` when any of its tokens was not revoked
+   * (or the provider's metadata is not loaded), `dropped` past the queue. Only a log line said
+   * so, and no alert could see a revocation endpoint failing at every logout (found by red team).
+   */
+  onOutcome?: (outcome: RevocationOutcome) => void;
 }
+
+export type RevocationOutcome = 'success' | 'failure' | 'dropped';
 
 /**
  * Best-effort revocation (RFC 7009) of a session that has already ended locally: a slow or
@@ -125,18 +133,29 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
   }
 
   function revoke(tokens: RevokableTokens | undefined): Promise<void> {
-    if (!tokens || !provider.isReady()) return Promise.resolve();
+    if (!tokens) return Promise.resolve();
+    if (!provider.isReady()) {
+      options.onOutcome?.('failure');
+      return Promise.resolve();
+    }
     const mine = turn();
     if (mine === undefined) {
+      options.onOutcome?.('dropped');
       // Once per overflow: a burst past the queue is one line, not one per session.
       if (!dropping) logger.warn({ event: 'revocation_dropped', queued: waiting.length }, 'too many revocations waiting; dropping the ones past the queue');
       dropping = true;
       return Promise.resolve();
     }
+    let anyFailed = false;
+    const failedHere = (err: unknown) => {
+      anyFailed = true;
+      failed(err);
+    };
     // revokeTokens is async: whatever fails in it rejects, and is logged, never thrown at the caller.
     const finished = mine
-      .then(() => revokeWith(provider.get(), tokens, failed, extraAccessTokens(tokens)))
-      .then(() => undefined, failed)
+      .then(() => revokeWith(provider.get(), tokens, failedHere, extraAccessTokens(tokens)))
+      .then(() => undefined, failedHere)
+      .then(() => options.onOutcome?.(anyFailed ? 'failure' : 'success'))
       .finally(passTurn);
     track(finished);
     return new Promise<void>((resolve) => {

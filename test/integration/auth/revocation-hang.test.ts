@@ -101,6 +101,28 @@ it('DELETE /auth/sessions/{id} answers 204 while the revocation endpoint has not
   await eventually('the held revocation to reach the provider', 10_000, async () => (await revoked(refreshToken)) || undefined);
 });
 
+// Found by the observability red team: a revocation endpoint failing at every logout left the
+// tokens alive with only a warn line per token, and no series an alert could read. Fails if, in
+// src/oidc/revocation.ts revoke(), `options.onOutcome?.(anyFailed ? 'failure' : 'success')` is
+// removed (or always says success).
+it('counts each revocation by outcome: bff_token_revocations_total', async () => {
+  const count = async (outcome: string) =>
+    Number(new RegExp(`^bff_token_revocations_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(await stack.gw.runtime.metrics.registry.metrics())?.[1]);
+  const [success, failure] = [await count('success'), await count('failure')];
+  const ok = await signedInAs(stack.gw.url, 'alice');
+  expect((await ok.post(`${stack.gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+  await eventually('a successful revocation counted', 10_000, async () => (await count('success')) === success + 1 || undefined);
+  stack.front.intercept((req) => (isRevocation(req) ? { status: 503 } : undefined));
+  try {
+    const refused = await signedInAs(stack.gw.url, 'alice');
+    expect((await refused.post(`${stack.gw.url}/auth/logout`, { headers: csrf })).status).toBe(200);
+    await eventually('a failed revocation counted', 10_000, async () => (await count('failure')) === failure + 1 || undefined);
+  } finally {
+    stack.front.intercept(undefined);
+  }
+  expect(await count('success')).toBe(success + 1);
+});
+
 // Fails if, in runtime.ts close, `await revoke.settle(deadline - Date.now());` is removed: the
 // revocation that outlived the logout's wait was abandoned when the process went, the refresh
 // token left alive.
