@@ -151,6 +151,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       keys: runtime.keys,
       sessionMiddleware,
       logger: runtime.logger,
+      metrics: runtime.metrics,
       clock: runtime.clock,
       revoke: runtime.revoke,
     }),

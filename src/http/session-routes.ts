@@ -6,6 +6,10 @@ import express, { Router, type Request, type RequestHandler, type Response } fro
 import type { Config } from '../config/load.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { describeProviderError } from '../oidc/errors.js';
+import { LogoutTokenRefused } from '../oidc/logout-token.js';
+import { atMostEveryPerKey } from '../clock.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
@@ -29,6 +33,7 @@ export interface SessionRouteDeps {
   keys: Keys;
   sessionMiddleware: RequestHandler;
   logger: Logger;
+  metrics: Metrics;
   clock: () => number;
   /** The runtime's revoker (shutdown waits for what it has under way). */
   revoke: Revoker;
@@ -45,7 +50,23 @@ const JTI_CLAIM_SECONDS = 30;
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 
 export function createSessionRoutes(deps: SessionRouteDeps): Router {
-  const { config, provider, registry, vault, logger, revoke } = deps;
+  const { config, provider, registry, vault, logger, metrics, revoke } = deps;
+  // A logout token the provider signed and this gateway refused (a clock skew, an audience or
+  // claim mismatch) leaves the user signed in here after their logout there: counted and said
+  // (once per 10 s per reason), where it was a debug line only (found by the observability red
+  // team). An unsigned or forged one is anybody's to send: counted only.
+  const mayLogRefusal = atMostEveryPerKey(10_000, deps.clock);
+  function noteRefused(err: LogoutTokenRefused): void {
+    metrics.backchannelLogouts.inc({ outcome: err.signed ? 'refused' : 'invalid' });
+    if (!err.signed) return;
+    const suppressed = mayLogRefusal(err.reason);
+    if (suppressed !== undefined) {
+      logger.warn(
+        { event: 'backchannel_logout_refused', reason: err.reason, cause: err.cause === undefined ? undefined : describeProviderError(err.cause), suppressed },
+        "a logout token the provider signed was refused: that user's sessions here live on (said once per 10 s per reason)",
+      );
+    }
+  }
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
 
@@ -87,22 +108,29 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       throw new GatewayError('invalid_request', { description: 'A single logout_token form parameter is required.' });
     }
     const state = provider.get();
-    const logout = await verifyLogoutToken(token, state.jwks, {
-      issuer: state.metadata.issuer,
-      clientId: config.oidc.clientId,
-      algorithms: config.oidc.idTokenSigningAlgs,
-      clockToleranceSeconds: config.oidc.clockToleranceSeconds,
-      maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
-      // The provider's tokens are judged by wall time, like every JWT the provider issues
-      // (the injected clock drives the gateway's own expiry decisions).
-      now: Date.now,
-    });
+    let logout: Awaited<ReturnType<typeof verifyLogoutToken>>;
+    try {
+      logout = await verifyLogoutToken(token, state.jwks, {
+        issuer: state.metadata.issuer,
+        clientId: config.oidc.clientId,
+        algorithms: config.oidc.idTokenSigningAlgs,
+        clockToleranceSeconds: config.oidc.clockToleranceSeconds,
+        maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+        // The provider's tokens are judged by wall time, like every JWT the provider issues
+        // (the injected clock drives the gateway's own expiry decisions).
+        now: Date.now,
+      });
+    } catch (err) {
+      if (err instanceof LogoutTokenRefused) noteRefused(err);
+      throw err;
+    }
     const jtiKey = deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`));
     // The jti is claimed (for as long as ending may take) before the sessions are ended: of
     // copies posted together, one ends them (checked first and recorded after, 20 copies at once
     // were each taken, each ending again what the first ended; found by red team). A failure
     // while ending lets the claim go, so that the provider's retry of the same token ends them.
     if (!(await withStore(() => firstSighting(deps.redis, jtiKey, JTI_CLAIM_SECONDS)))) {
+      metrics.backchannelLogouts.inc({ outcome: 'replayed' });
       throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
     }
     let ended: Awaited<ReturnType<typeof registry.endByUser>>;
@@ -118,6 +146,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
     // takes the token for that much longer. The sessions are ended whatever this answers: should
     // it fail, the claim still holds the token off for its own while.
     await remember(deps.redis, jtiKey, logout.rememberUntil + MAX_CLOCK_SKEW_SECONDS - Math.floor(Date.now() / 1000)).catch(() => undefined);
+    metrics.backchannelLogouts.inc({ outcome: 'ended' });
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it (and logs
     // its own failures).

@@ -36,6 +36,8 @@ export interface Metrics {
   redisMayEvict: Gauge;
   /** Revocations of ended sessions' tokens, by outcome (oidc/revocation.ts). */
   tokenRevocations: Counter<'outcome'>;
+  /** Back-channel logouts received, by outcome (http/session-routes.ts). */
+  backchannelLogouts: Counter<'outcome'>;
   openWebSockets: Gauge<'route'>;
   /** GET /auth/events streams open now. */
   openEventStreams: Gauge;
@@ -173,6 +175,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['route', 'kind'],
       registers,
     }),
+    backchannelLogouts: new Counter({
+      name: 'bff_backchannel_logouts_total',
+      help: 'Back-channel logout tokens received, by outcome: ended (taken), replayed (its jti already taken), refused (signed by the provider, its claims refused: clock skew, audience), invalid (unsigned, forged, malformed).',
+      labelNames: ['outcome'],
+      registers,
+    }),
     tokenRevocations: new Counter({
       name: 'bff_token_revocations_total',
       help: "Revocations (RFC 7009) of ended sessions' tokens, by outcome: success, failure (a token not revoked, or no provider metadata), dropped (past the queue).",
@@ -229,6 +237,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   for (const outcome of ['success', 'shared', 'invalid_grant', 'failure']) metrics.refreshes.inc({ outcome }, 0);
   for (const outcome of ['success', 'failure']) metrics.clientCredentials.inc({ outcome }, 0);
   for (const outcome of ['success', 'failure', 'dropped']) metrics.tokenRevocations.inc({ outcome }, 0);
+  for (const outcome of ['ended', 'replayed', 'refused', 'invalid']) metrics.backchannelLogouts.inc({ outcome }, 0);
   for (const outcome of ['started', 'signed_in', 'invalid_state', 'provider_error', 'failed', 'over_capacity']) metrics.loginTransactions.inc({ outcome }, 0);
   metrics.openEventStreams.set(0);
   metrics.redisMayEvict.set(0);

@@ -44,8 +44,26 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 const identifier = (value: unknown): string | undefined | null =>
   value === undefined ? undefined : typeof value === 'string' && value !== '' ? value : null;
 
-const refuse = (reason: string, cause?: unknown) =>
-  new GatewayError('invalid_request', { description: `The logout_token was refused: ${reason}.`, cause });
+/**
+ * A logout token refused. `signed`: its signature verified (the provider sent it, and refused it
+ * is: a clock skew, an audience or claim mismatch), where an unsigned or forged one is anybody's.
+ * Only the first kind is worth an operator's attention: the provider's logouts do not take.
+ */
+export class LogoutTokenRefused extends GatewayError {
+  constructor(
+    readonly reason: string,
+    readonly signed: boolean,
+    cause?: unknown,
+  ) {
+    super('invalid_request', { description: `The logout_token was refused: ${reason}.`, cause });
+  }
+}
+
+/** jose's errors raised once the signature has verified: the claims' checks. */
+const CLAIM_ERRORS: ReadonlySet<string> = new Set(['ERR_JWT_CLAIM_VALIDATION_FAILED', 'ERR_JWT_EXPIRED']);
+
+const refuse = (reason: string, cause?: unknown) => new LogoutTokenRefused(reason, false, cause);
+const refuseSigned = (reason: string, cause?: unknown) => new LogoutTokenRefused(reason, true, cause);
 
 export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, checks: LogoutTokenChecks): Promise<LogoutToken> {
   let header;
@@ -73,18 +91,21 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
     // reached: fetch's TypeError) is its outage, not a bad token: 503, which a provider
     // retries, where a 400 would drop the logout.
     if (isFetchFailure(err) || keySetUnavailable(err)) throw new GatewayError('provider_unavailable', { cause: err });
-    throw refuse('its signature or claims (iss, aud, iat, exp) did not verify', err);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && CLAIM_ERRORS.has(code)) throw refuseSigned('its claims (iss, aud, iat, exp) did not verify', err);
+    throw refuse('its signature did not verify', err);
   }
   // §2.4: the event's value is a JSON object (null and arrays are not).
-  if (!isObject(payload.events) || !isObject(payload.events[BACKCHANNEL_LOGOUT_EVENT])) throw refuse('it has no back-channel logout event');
-  if ('nonce' in payload) throw refuse('it carries a nonce');
+  // From here the provider signed it.
+  if (!isObject(payload.events) || !isObject(payload.events[BACKCHANNEL_LOGOUT_EVENT])) throw refuseSigned('it has no back-channel logout event');
+  if ('nonce' in payload) throw refuseSigned('it carries a nonce');
   // A sid or sub that is there but no string is malformed, not absent: read as absent, a sid of
   // 12345 beside a sub ended every session of the user instead of one provider session's.
   const sid = identifier(payload.sid);
   const sub = identifier(payload.sub);
-  if (sid === null || sub === null) throw refuse('its sid or sub is not a string');
-  if (!sid && !sub) throw refuse('it names neither sid nor sub');
-  if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('it has no jti');
+  if (sid === null || sub === null) throw refuseSigned('its sid or sub is not a string');
+  if (!sid && !sub) throw refuseSigned('it names neither sid nor sub');
+  if (typeof payload.jti !== 'string' || payload.jti === '') throw refuseSigned('it has no jti');
   // The jti is remembered for as long as the token would be accepted: maxTokenAge bounds that by
   // iat whatever its exp says (an exp of 1e17 made Redis refuse the EX, a 503 after the
   // sessions were ended, and the jti went unrecorded).
