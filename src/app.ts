@@ -17,7 +17,7 @@ import { createErrorHandler } from './http/error-handler.js';
 import { createEventsRoute } from './http/events-route.js';
 import { tooManyHeaderFields } from './http/header-fields.js';
 import { createHealthRouter } from './http/health-routes.js';
-import { createMetricsHandler, createRequestMetrics } from './http/metrics-route.js';
+import { createMetricsHandler, createRequestMetrics, markCut } from './http/metrics-route.js';
 import { createProxyRoutes } from './http/proxy-routes.js';
 import { createRequestTracing } from './http/request-tracing.js';
 import { securityHeaders } from './http/security-headers.js';
@@ -106,6 +106,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
     fail(req: Failed, res, error, route) {
       if (res.headersSent || req[FAILED]) {
         // Mid-stream failure: the only honest signal left is to cut the connection.
+        markCut(res);
         res.destroy();
         return;
       }

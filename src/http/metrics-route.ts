@@ -15,15 +15,22 @@ export interface RequestMetrics {
 /** Set on a metered response: its label and when it started (plain fields: no object per call). */
 const LABEL = Symbol('label');
 const START = Symbol('start');
-type Metered = ServerResponse & { [LABEL]?: string; [START]?: number };
+/** Set on a response the gateway cut itself after its head (an upstream that died mid-answer). */
+const CUT = Symbol('cut');
+type Metered = ServerResponse & { [LABEL]?: string; [START]?: number; [CUT]?: true };
 
 /**
- * The status counted for an answer that never finished (`499`, as nginx says): mostly a client
- * that gave up on a slow upstream. Such calls were counted nowhere, so an upstream slower than
- * its clients wait paged no one, and the latency histogram never saw them (found by the
- * observability red team). A cut after the head is also an upstream error, counted as such.
+ * The status counted for an answer that never finished: `502` for one the gateway cut after its
+ * head (the upstream died mid-answer), `499` (nginx's) for one the client abandoned, mostly on a
+ * slow upstream. Both were counted nowhere: an upstream slower than its clients wait paged no
+ * one, and the latency histogram never saw them (found by the observability red team).
  */
 export const CLIENT_CLOSED = 499;
+
+/** Marks `res` as cut by the gateway (app.ts: a proxied call failed mid-answer), before it is destroyed. */
+export function markCut(res: ServerResponse): void {
+  (res as Metered)[CUT] = true;
+}
 
 /** Counts and times every request under a bounded label: a configured route, an endpoint, or "other". */
 export function createRequestMetrics(metrics: Metrics, config: Config): RequestMetrics {
@@ -55,7 +62,7 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestM
   // On 'close', which comes for every response, finished or not ('finish' only for the first).
   function closed(this: Metered) {
     const route = this[LABEL] as string;
-    const status = this.writableFinished ? this.statusCode : CLIENT_CLOSED;
+    const status = this.writableFinished ? this.statusCode : this[CUT] ? 502 : CLIENT_CLOSED;
     counter(route, this.req.method ?? 'GET', status).inc();
     histogram(route).observe((performance.now() - (this[START] as number)) / 1000);
   }

@@ -1,11 +1,13 @@
 /**
- * An answer that never finished is counted too (found by the observability red team): a call the
- * client abandoned while the upstream was still thinking, as `499` (nginx's). It was counted
- * nowhere: an upstream slower than its clients wait paged no one, and the latency histogram
- * never saw it.
+ * Answers that never finish are counted too (found by the observability red team): one the
+ * gateway cut after its head because the upstream died mid-answer (`502`, as the upstream error
+ * it is), and one the client abandoned while the upstream was still thinking (`499`, nginx's).
+ * Both were counted nowhere: an upstream slower than its clients wait paged no one, and the
+ * latency histogram never saw them.
  *
- * Mutation that fails this file (by hand, once): src/http/metrics-route.ts metering on 'finish'
- * again (`res.on('close', closed)` → `res.on('finish', closed)`).
+ * Mutations that fail this file (by hand, once): src/http/metrics-route.ts metering on 'finish'
+ * again (`res.on('close', closed)` → `res.on('finish', closed)`) → both; src/app.ts fail()
+ * without `markCut(res);` → the first (counted 499).
  */
 import http from 'node:http';
 import { BrowserClient } from '../../support/browser-client.js';
@@ -20,10 +22,15 @@ let cookie: string;
 let arrived = 0;
 
 beforeAll(async () => {
-  upstream = http.createServer((req) => {
+  upstream = http.createServer((req, res) => {
     arrived += 1;
     req.resume();
-    // Thinks for as long as the client waits (closed with the server).
+    if (req.url?.endsWith('/crash')) {
+      // A head and part of the body, then the upstream dies.
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': '100000' });
+      res.write(Buffer.alloc(1000, 'x'), () => setImmediate(() => res.socket?.destroy()));
+    }
+    // Anything else: thinks for as long as the client waits (closed with the server).
   });
   const port = await listenOnLoopback(upstream);
   stack = await startStack({ config: { routes: [{ path: '/api', target: `http://127.0.0.1:${port}`, auth: 'user' }] } });
@@ -56,6 +63,12 @@ function get(path: string, abortWhen?: () => boolean): Promise<void> {
     if (abortWhen) void eventually('the upstream to have the call', 10_000, abortWhen).then(() => req.destroy());
   });
 }
+
+it('counts an answer the upstream died in the middle of as 502', async () => {
+  const before = await requests(502);
+  await get('/api/crash');
+  await eventually('the cut answer counted', 10_000, async () => (await requests(502)) === before + 1);
+});
 
 it('counts a call the client abandoned while the upstream thought as 499', async () => {
   const before = await requests(499);
