@@ -13,9 +13,8 @@
  * metadata); src/proxy/websocket-tunnel.ts without `rejectUnauthorized: true` → the second.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import { ensureBuilt } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
@@ -25,7 +24,8 @@ import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
 import { makeSelfSignedCertificate } from '../../support/tls-cert.js';
 import { eventually, withTimeout } from '../../support/wait.js';
 
-let tmp: string;
+/** The host program (test/support/embedded-gateway.mjs), run from the repository root. */
+const EMBEDDING_SCRIPT = path.resolve('test/support/embedded-gateway.mjs');
 /** An https server whose certificate nobody trusts (it signs itself, and no test gives it to Node). */
 let impostor: https.Server;
 let impostorUrl: string;
@@ -34,7 +34,6 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   ensureBuilt();
-  tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-tls-env-'));
   impostor = https.createServer(makeSelfSignedCertificate(), (req, res) => {
     asked.push(`${req.method} ${req.url}`);
     res.writeHead(404).end();
@@ -54,7 +53,6 @@ afterAll(async () => {
   for (const child of children) child.kill('SIGKILL');
   impostor?.closeAllConnections();
   await new Promise((resolve) => impostor?.close(resolve));
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 interface Embedded {
@@ -64,7 +62,7 @@ interface Embedded {
 }
 
 /** A child process that embeds the gateway, the variable in its environment from the start or set `after` startup. */
-async function embed(name: string, issuer: string, routes: unknown[], when: 'before' | 'after'): Promise<Embedded> {
+async function embed(issuer: string, routes: unknown[], when: 'before' | 'after'): Promise<Embedded> {
   const port = await findFreePort();
   const config = {
     server: { port, host: '127.0.0.1', publicUrl: `http://127.0.0.1:${port}` },
@@ -73,20 +71,12 @@ async function embed(name: string, issuer: string, routes: unknown[], when: 'bef
     redis: { url: redisUrlForTests(), keyPrefix: `tlsenv${port}:` },
     routes,
   };
-  const script = path.join(tmp, `${name}.mjs`);
-  writeFileSync(
-    script,
-    `import { createRuntime, parseConfig, startGateway } from ${JSON.stringify(path.resolve('dist/index.js'))};\n` +
-      // The embedding process's own map: the variable is not in it.
-      `const config = parseConfig(JSON.parse(process.env.EMBEDDED_CONFIG), { env: {} });\n` +
-      `try {\n` +
-      `  await startGateway(config, await createRuntime(config, { defaultMetrics: false }));\n` +
-      `} catch (err) { console.log('EMBEDDED FAILED ' + err.message); process.exit(1); }\n` +
-      (when === 'after' ? `process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';\n` : '') +
-      `console.log('EMBEDDED READY');\n`,
-  );
-  const env = { ...process.env, EMBEDDED_CONFIG: JSON.stringify(config), ...(when === 'before' ? { NODE_TLS_REJECT_UNAUTHORIZED: '0' } : {}) };
-  const child = spawn(process.execPath, [script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = {
+    ...process.env,
+    EMBEDDED_CONFIG: JSON.stringify(config),
+    ...(when === 'before' ? { NODE_TLS_REJECT_UNAUTHORIZED: '0' } : { EMBEDDED_SET_AFTER: 'NODE_TLS_REJECT_UNAUTHORIZED=0' }),
+  };
+  const child = spawn(process.execPath, [EMBEDDING_SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let output = '';
   child.stdout?.on('data', (c: Buffer) => (output += c.toString('utf8')));
@@ -96,7 +86,7 @@ async function embed(name: string, issuer: string, routes: unknown[], when: 'bef
 }
 
 it('an embedded gateway with the variable set refuses to start, and asks an impostor provider nothing', async () => {
-  const embedded = await embed('before', impostorUrl, [], 'before');
+  const embedded = await embed(impostorUrl, [], 'before');
   expect(await withTimeout(embedded.exited, 20_000, 'the embedding process exits')).toBe(1);
   expect(embedded.output()).toMatch(/EMBEDDED FAILED NODE_TLS_REJECT_UNAUTHORIZED: 0 makes Node accept any certificate/);
   expect(asked).toEqual([]);
@@ -104,7 +94,7 @@ it('an embedded gateway with the variable set refuses to start, and asks an impo
 
 it('set only after startup, it still lets no WebSocket handshake reach an upstream whose certificate is not trusted', async () => {
   // Never reached: a route with auth none needs no provider.
-  const embedded = await embed('after', 'http://127.0.0.1:9', [{ path: '/live', target: impostorUrl, auth: 'none', websocket: true }], 'after');
+  const embedded = await embed('http://127.0.0.1:9', [{ path: '/live', target: impostorUrl, auth: 'none', websocket: true }], 'after');
   await eventually('the embedding process ready', 20_000, () => embedded.output().includes('EMBEDDED READY'));
   const answer = await rawUpgrade(`http://127.0.0.1:${embedded.port}`, '/live/socket', { origin: `http://127.0.0.1:${embedded.port}` });
   expect(answer.status).toBe(502);
