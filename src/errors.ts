@@ -88,3 +88,12 @@ export class GatewayError extends Error {
     return this.details ? { ...base, ...this.details, ...base } : base;
   }
 }
+
+/**
+ * Whether `code` has the shape of Node's, undici's and the libraries' error codes
+ * (CERT_HAS_EXPIRED, ECONNREFUSED, ERR_JWT_EXPIRED): constants, never a peer's words, so logs
+ * may show them (observability/logger.ts, oidc/errors.ts describeProviderError).
+ */
+export function isErrorCodeName(code: unknown): code is string {
+  return typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,63}$/.test(code);
+}

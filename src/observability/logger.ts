@@ -5,6 +5,7 @@
  * so tests can scan every line for leaked secrets.
  */
 import { pino, type Logger, type DestinationStream } from 'pino';
+import { isErrorCodeName } from '../errors.js';
 
 export type { Logger } from 'pino';
 
@@ -54,8 +55,6 @@ interface SerializedError {
  */
 const QUOTES_ITS_INPUT = 'SyntaxError';
 
-/** The shape of Node's and undici's error codes; `*.code` redaction hid them all (found by the TLS red team). */
-export const ERROR_CODE = /^[A-Z][A-Z0-9_]{1,63}$/;
 
 export function serializeError(err: unknown, depth = 0): SerializedError {
   if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
@@ -64,7 +63,8 @@ export function serializeError(err: unknown, depth = 0): SerializedError {
   const out: SerializedError = {
     type: err.name,
     message: err.name === QUOTES_ITS_INPUT ? 'not shown: it may quote the input it failed on' : err.message.slice(0, 300),
-    ...(typeof code === 'string' && ERROR_CODE.test(code)
+    // A known code's shape: `*.code` redaction hid them all (found by the TLS red team).
+    ...(isErrorCodeName(code)
       ? { errorCode: code }
       : typeof code === 'string'
         ? { code }

@@ -6,7 +6,7 @@
  */
 import { errors as joseErrors } from 'jose';
 import { AuthorizationResponseError, ClientError, ResponseBodyError, WWWAuthenticateChallengeError } from 'openid-client';
-import { GatewayError } from '../errors.js';
+import { GatewayError, isErrorCodeName } from '../errors.js';
 import { ANSWER_TOO_LARGE } from './bounded-fetch.js';
 
 /**
@@ -185,15 +185,21 @@ function isTimeout(err: unknown): boolean {
   return inCauses(err, (e) => e.code === 'OAUTH_TIMEOUT' || e.name === 'TimeoutError');
 }
 
-/** Whether `err` or one of its causes, a few deep (never endlessly), is one that `test` names. */
-function inCauses(err: unknown, test: (e: { code?: unknown; name?: unknown }) => boolean): boolean {
+type Cause = { code?: unknown; name?: unknown };
+
+/** What `pick` finds first in `err` or its causes, a few deep (never endlessly). */
+function firstInCauses<T>(err: unknown, pick: (e: Cause) => T | undefined): T | undefined {
   let at: unknown = err;
   for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
-    if (test(at as { code?: unknown; name?: unknown })) return true;
+    const found = pick(at as Cause);
+    if (found !== undefined) return found;
     at = (at as { cause?: unknown }).cause;
   }
-  return false;
+  return undefined;
 }
+
+/** Whether `err` or one of its causes, a few deep, is one that `test` names. */
+const inCauses = (err: unknown, test: (e: Cause) => boolean): boolean => firstInCauses(err, (e) => (test(e) ? true : undefined)) === true;
 
 /**
  * A short, secret-free label for logs: the OAuth error code or the error class, with the HTTP
@@ -217,11 +223,6 @@ export function describeProviderError(err: unknown): string {
 
 /** `TypeError: CERT_HAS_EXPIRED`: the class, and the first error code of its causes (a known shape only). */
 function withCauseCode(err: Error): string {
-  let at: unknown = err.cause;
-  for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
-    const code = (at as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,63}$/.test(code)) return `${err.name}: ${code}`;
-    at = (at as { cause?: unknown }).cause;
-  }
-  return err.name;
+  const code = firstInCauses(err.cause, (e) => (isErrorCodeName(e.code) ? e.code : undefined));
+  return code === undefined ? err.name : `${err.name}: ${code}`;
 }

@@ -52,7 +52,7 @@ describe('the log of a provider answer that is not JSON', () => {
 
 // Found by the TLS red team: the `*.code` redaction, meant for authorization codes, hid every
 // error's code (CERT_HAS_EXPIRED, ECONNREFUSED) from operators. Fails if serializeError puts
-// every code under `code` (`ERROR_CODE.test(code)` → `false`).
+// every code under `code` (`isErrorCodeName(code)` → `false`).
 describe('error codes in the log', () => {
   const logged = (err: unknown): string => {
     const lines: string[] = [];
