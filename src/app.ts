@@ -92,6 +92,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   const proxy = createProxyRoutes(runtime, {
     readSession,
     meter: requestMetrics.meter,
+    record: requestMetrics.record,
     ...(requestTracing ? { tracing: requestTracing } : {}),
     // An upstream's step-up challenge also goes to the session's GET /auth/events (every tab).
     stepUpRequired: ({ sessionDigest, challenge }) => {

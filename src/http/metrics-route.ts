@@ -10,6 +10,8 @@ export interface RequestMetrics {
   middleware: RequestHandler;
   /** Meters one request under `label` (proxied calls, served before Express). Idempotent. */
   meter(req: IncomingMessage, res: ServerResponse, label?: string): void;
+  /** Counts one answer without a response object (a WebSocket upgrade: its 101 or refusal). */
+  record(label: string, method: string, status: number, startedAt: number): void;
 }
 
 /** Set on a metered response: its label and when it started (plain fields: no object per call). */
@@ -58,13 +60,15 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestM
     if (!series) histograms.set(route, (series = metrics.latency.labels(route)));
     return series;
   };
+  function record(label: string, method: string, status: number, startedAt: number) {
+    counter(label, method, status).inc();
+    histogram(label).observe((performance.now() - startedAt) / 1000);
+  }
   // One listener function for every response (no closure per call): `this` is the response.
   // On 'close', which comes for every response, finished or not ('finish' only for the first).
   function closed(this: Metered) {
-    const route = this[LABEL] as string;
     const status = this.writableFinished ? this.statusCode : this[CUT] ? 502 : CLIENT_CLOSED;
-    counter(route, this.req.method ?? 'GET', status).inc();
-    histogram(route).observe((performance.now() - (this[START] as number)) / 1000);
+    record(this[LABEL] as string, this.req.method ?? 'GET', status, this[START] as number);
   }
   function meter(req: IncomingMessage, res: Metered, label?: string) {
     if (res[LABEL] !== undefined) return;
@@ -76,6 +80,7 @@ export function createRequestMetrics(metrics: Metrics, config: Config): RequestM
   }
   return {
     meter,
+    record,
     middleware(req, res, next) {
       meter(req, res);
       next();

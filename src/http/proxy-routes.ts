@@ -46,6 +46,8 @@ export interface ProxyHooks {
   fail(req: IncomingMessage, res: ServerResponse, err: unknown, route?: string): void;
   /** Request metrics, under the route's path. */
   meter(req: IncomingMessage, res: ServerResponse, label: string): void;
+  /** An answer counted without a response object (a WebSocket upgrade's). */
+  record(label: string, method: string, status: number, startedAt: number): void;
   /** Told of each 401 step_up_required (RFC 9470), e.g. to send `step-up-required` on /auth/events. */
   stepUpRequired?: StepUpListener;
   /** Request spans, when tracing is on (request-tracing.ts); absent: no per-call work. */
@@ -217,6 +219,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     held: runtime.held,
     logger,
     metrics,
+    record: hooks.record,
     checkStepUp: stepUp.checkRoute,
     streamLimit,
     clock: runtime.clock,

@@ -36,6 +36,8 @@ export interface WebSocketDeps {
   held: HeldSessions;
   logger: Logger;
   metrics: Metrics;
+  /** Counts an upgrade's answer as any call's is (metrics-route.ts RequestMetrics.record). */
+  record: (label: string, method: string, status: number, startedAt: number) => void;
   /** A route's stepUp (RFC 9470), judged on the handshake as on any call; default: none judged. */
   checkStepUp?: (req: IncomingMessage, route: CompiledRoute, session: LoadedSession | undefined) => void;
   /** A session's long-lived connections, its proxied event streams counted with them (proxy/streams.ts). */
@@ -170,8 +172,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
    * observability red team).
    */
   function count(route: string | undefined, status: number, started: number): void {
-    metrics.requests.labels(route ?? 'other', 'GET', String(status)).inc();
-    metrics.latency.labels(route ?? 'other').observe((performance.now() - started) / 1000);
+    deps.record(route ?? 'other', 'GET', status, started);
   }
 
   return {
