@@ -12,6 +12,7 @@ import { startStack, type Stack } from '../../support/stack.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
 import { startUpstream, type Upstream } from '../../support/upstream.js';
 import { expectErrorBody } from '../../support/assertions.js';
+import { eventually } from '../../support/wait.js';
 
 const csrf = { 'x-csrf': '1' };
 /** SPEC: "within about a second"; loose, for a busy 2-core machine. */
@@ -138,7 +139,11 @@ function itFailsFastWhileRedisIs(state: 'paused' | 'killed'): void {
 }
 
 function redisCommandErrors(metricsText: string): number {
-  return Number(/^bff_redis_errors_total\{kind="command"\} (\d+)$/m.exec(metricsText)?.[1] ?? 0);
+  return redisErrors(metricsText, 'command');
+}
+
+function redisErrors(metricsText: string, kind: 'command' | 'connection'): number {
+  return Number(new RegExp(`^bff_redis_errors_total\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(metricsText)?.[1] ?? 0);
 }
 
 describe('Redis stalled (SIGSTOP)', () => {
@@ -176,9 +181,11 @@ describe('after Redis resumes', () => {
 
 describe('Redis killed, then restarted on the same port', () => {
   let killedAt = 0;
+  let connectionErrorsBeforeKill = 0;
   beforeAll(async () => {
     await freshSignIn();
     await expectSignedIn();
+    connectionErrorsBeforeKill = redisErrors((await client.get(`${gw.url}/metrics`)).text, 'connection');
     await redis.stop();
     killedAt = performance.now();
   });
@@ -188,6 +195,14 @@ describe('Redis killed, then restarted on the same port', () => {
   });
 
   itFailsFastWhileRedisIs('killed');
+
+  it('counts the failed reconnects under kind="connection" (a stall counts only failed commands)', async () => {
+    // ioredis learns of the kill as a closed socket, then fails to reconnect while Redis is down.
+    await eventually('a connection error counted', 8_000, async () => {
+      const text = (await client.get(`${gw.url}/metrics`)).text;
+      return redisErrors(text, 'connection') > connectionErrorsBeforeKill;
+    });
+  });
 
   it('recovers the same session by itself once Redis is back', async () => {
     // Down for a while, so ioredis is deep in its reconnect backoff.
