@@ -24,6 +24,8 @@ import type { Upstream } from '../proxy/upstream.js';
 import { tooManyHeaderFields } from './header-fields.js';
 import type { HeldSessions } from '../session/held.js';
 import { createOpenCount, STREAM_RETRY_AFTER, type StreamLimit } from '../proxy/streams.js';
+import { atMostEveryPerKey } from '../clock.js';
+import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -98,6 +100,9 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   const open = new Set<Socket>();
   /** Tunnels open per route: each is an upstream connection of its own, outside the route's pool. */
   const perRoute = createOpenCount();
+  // As for HTTP calls (error-handler.ts): a down upstream fails every upgrade alike; the
+  // metrics count each, the log says it once per 10 s per code and route. A bug is always said.
+  const mayLog = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, deps.clock);
 
   /**
    * A tunnel is a session's long-lived connection like a proxied event stream (at most
@@ -186,7 +191,11 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
         },
         (err: unknown) => {
           const error = err instanceof GatewayError ? err : new GatewayError('server_error', { cause: err });
-          if (error.status >= 500) logger.warn({ event: 'websocket_refused', code: error.code, err }, 'WebSocket upgrade failed');
+          if (error.code === 'server_error') logger.error({ event: 'websocket_refused', code: error.code, err }, 'WebSocket upgrade failed');
+          else if (error.status >= 500) {
+            const suppressed = mayLog(`${error.code} ${at.route ?? ''}`);
+            if (suppressed !== undefined) logger.warn({ event: 'websocket_refused', code: error.code, route: at.route, err, suppressed }, 'WebSocket upgrade failed (said once per 10 s per code and route; suppressed: lines not written since)');
+          }
           // A client that left during the handshake was answered nothing, and is no upstream's fault.
           if (!socket.destroyed) {
             count(at.route, error.status, started);

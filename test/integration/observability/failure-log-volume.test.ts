@@ -14,6 +14,7 @@ import { signIn } from '../../support/drive-login.js';
 import { buildTestConfig, createTestClock, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { startRedisServer, type RedisServer } from '../../support/redis-server.js';
+import { rawUpgrade } from '../../support/raw-http.js';
 
 const csrf = { 'x-csrf': '1' };
 const CALLS = 50;
@@ -36,6 +37,7 @@ beforeAll(async () => {
     routes: [
       { path: '/down', target: 'http://127.0.0.1:9', auth: 'user' },
       { path: '/also-down', target: 'http://127.0.0.1:9', auth: 'user' },
+      { path: '/ws-down', target: 'http://127.0.0.1:9', auth: 'user', websocket: true },
     ],
   });
   gateway = await startTestGateway(config, reserved, { clock });
@@ -77,6 +79,23 @@ it("another route failing alike is said for itself, and each line names its rout
   expect((await client.get(`${gateway.url}/also-down/x`, { headers: csrf })).status).toBe(502);
   const failed = loudSince(mark).filter((l) => l.msg?.startsWith('request failed'));
   expect(failed.map((l) => [l.route, l.suppressed])).toEqual([['/also-down', 0]]);
+});
+
+// Each failing WebSocket upgrade wrote its own `websocket_refused` warn line (left in 0.6.8).
+// Fails if src/http/websocket.ts logs without its gate (`const suppressed = 0`).
+it(`an upstream down: ${CALLS} failing WebSocket upgrades are one line, and the next says how many it stands for`, async () => {
+  const cookie = `${gateway.config.derived.sessionCookieName}=${client.cookies(gateway.url)[gateway.config.derived.sessionCookieName] as string}`;
+  const upgrade = async () => {
+    const answer = await rawUpgrade(gateway.url, '/ws-down/socket', { origin: gateway.config.derived.publicOrigin, cookie });
+    expect(answer.status).toBe(502);
+  };
+  const mark = gateway.logs.length;
+  for (let i = 0; i < CALLS; i++) await upgrade();
+  expect(loudSince(mark).map((l) => [l.event, l.route, l.suppressed])).toEqual([['websocket_refused', '/ws-down', 0]]);
+  clock.advance(10);
+  const next = gateway.logs.length;
+  await upgrade();
+  expect(loudSince(next).map((l) => [l.event, l.suppressed])).toEqual([['websocket_refused', CALLS - 1]]);
 });
 
 it(`Redis down: ${CALLS} calls answered 503 are one line (and redis_error's own)`, async () => {
