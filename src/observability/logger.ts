@@ -4,6 +4,7 @@
  * HTTP responses and claim sets that must not be dumped whole). The destination is injectable
  * so tests can scan every line for leaked secrets.
  */
+import { types } from 'node:util';
 import { pino, type Logger, type DestinationStream } from 'pino';
 import { isErrorCodeName } from '../errors.js';
 
@@ -56,8 +57,16 @@ interface SerializedError {
 const QUOTES_ITS_INPUT = 'SyntaxError';
 
 
+/**
+ * An Error of any realm: Node's own (a socket's ECONNRESET) are not `instanceof` the Error of a
+ * vm context the gateway runs in (an embedder's, Jest's), and were logged as "non-error thrown".
+ */
+function isError(value: unknown): value is Error {
+  return value instanceof Error || types.isNativeError(value);
+}
+
 export function serializeError(err: unknown, depth = 0): SerializedError {
-  if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
+  if (!isError(err)) return { type: typeof err, message: 'non-error thrown' };
   const code = (err as { code?: unknown }).code;
   const oauthError = (err as { error?: unknown }).error;
   const out: SerializedError = {
@@ -72,7 +81,7 @@ export function serializeError(err: unknown, depth = 0): SerializedError {
           ? { code: oauthError }
           : {}),
   };
-  if (err.cause instanceof Error && depth < 3) out.cause = serializeError(err.cause, depth + 1);
+  if (isError(err.cause) && depth < 3) out.cause = serializeError(err.cause, depth + 1);
   return out;
 }
 

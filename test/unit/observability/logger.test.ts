@@ -13,6 +13,7 @@
  * Fails if, in src/observability/logger.ts serializeError, a SyntaxError's message is kept
  * (`err.name === QUOTES_ITS_INPUT ? ... :` removed).
  */
+import { runInNewContext } from 'node:vm';
 import * as oauth from 'oauth4webapi';
 import { fromRefreshError } from '../../../src/oidc/errors.js';
 import { createLogger } from '../../../src/observability/logger.js';
@@ -64,6 +65,24 @@ describe('error codes in the log', () => {
     const cause = Object.assign(new Error('certificate has expired'), { code: 'CERT_HAS_EXPIRED' });
     const log = logged(new TypeError('fetch failed', { cause }));
     expect(log).toContain('"errorCode":"CERT_HAS_EXPIRED"');
+  });
+
+  // An upstream that died mid-answer was logged as `{"type":"object","message":"non-error
+  // thrown"}`: Node's socket error is not `instanceof` the Error of the realm the gateway runs in
+  // (Jest's here, an embedder's vm context). Fails if serializeError tests `instanceof Error` alone.
+  it("shows an error from another realm, its code and its cause's, as any other", () => {
+    const foreign = runInNewContext(
+      "const cause = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }); new TypeError('socket hang up', { cause })",
+    ) as unknown;
+    expect(foreign instanceof Error).toBe(false);
+    const log = JSON.parse(logged(foreign)) as { err: unknown };
+    expect(log.err).toEqual({ type: 'TypeError', message: 'socket hang up', cause: { type: 'Error', message: 'read ECONNRESET', errorCode: 'ECONNRESET' } });
+  });
+
+  it('keeps hiding the message of a parse error from another realm', () => {
+    const foreign = runInNewContext("try { JSON.parse('{rt_SECRET42') } catch (e) { e }") as unknown;
+    expect(logged(foreign)).toContain('"type":"SyntaxError"');
+    expect(logged(foreign)).not.toContain('rt_SECRET42');
   });
 
   it('redacts any other code, and a provider\'s OAuth error, which may quote what it was sent', () => {
