@@ -26,6 +26,7 @@ import { asksUpgrade } from './http/server-options.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
+import { allowedMethods } from './http/endpoints.js';
 import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
 import { announcesBody } from './proxy/headers.js';
 
@@ -164,6 +165,12 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   runtime.onClose(() => events.close());
   app.use(config.server.authPath, events);
 
+  // A gateway endpoint asked with a method it does not answer: 405 with the ones it does (RFC 9110 §15.5.6).
+  const servedProbes = new Set(['/healthz', '/readyz', ...(config.server.metricsPort === undefined ? ['/metrics'] : [])]);
+  app.use((req, _res, next) => {
+    const allow = allowedMethods(req.path, config.server.authPath, servedProbes);
+    next(allow === undefined ? undefined : new GatewayError('method_not_allowed', { headers: { allow } }));
+  });
   // Nothing else lives under authPath: an unknown /auth path is a JSON 404, never the SPA's page.
   app.use(config.server.authPath, (_req, _res, next) => next(new GatewayError('not_found')));
 

@@ -4,8 +4,20 @@
  * same way. Never the request's own path: no id, token or query can reach a name.
  */
 
-/** Endpoints under authPath (SPEC §3), as templates. */
-const AUTH_ENDPOINTS = ['/login', '/callback', '/user', '/logout', '/backchannel-logout', '/sessions', '/events'];
+/**
+ * Endpoints under authPath (SPEC §3), as templates, with the methods each answers: the `Allow`
+ * of a 405 to any other (a GET endpoint answers HEAD too, as Express serves it).
+ */
+const AUTH_ENDPOINTS: ReadonlyMap<string, string> = new Map([
+  ['/login', 'GET, HEAD'],
+  ['/callback', 'GET, HEAD'],
+  ['/user', 'GET, HEAD'],
+  ['/logout', 'POST'],
+  ['/backchannel-logout', 'POST'],
+  ['/sessions', 'GET, HEAD'],
+  ['/sessions/:id', 'DELETE'],
+  ['/events', 'GET, HEAD'],
+]);
 /** The probes: named as themselves. */
 export const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics']);
 
@@ -20,7 +32,17 @@ export function endpointOf(path: string, authPath: string): string {
   const base = authPath.toLowerCase();
   if (lower !== base && !lower.startsWith(`${base}/`)) return '/*';
   const rest = lower.slice(base.length);
-  if (AUTH_ENDPOINTS.includes(rest)) return `${authPath}${rest}`;
+  if (AUTH_ENDPOINTS.has(rest)) return `${authPath}${rest}`;
   if (/^\/sessions\/[^/]+$/.test(rest)) return `${authPath}/sessions/:id`;
   return `${authPath}/*`;
+}
+
+/**
+ * The `Allow` of the gateway endpoint `path` is for (`served`: the probes this listener serves),
+ * or undefined for a path that is none of them. Asked only once no route took the request.
+ */
+export function allowedMethods(path: string, authPath: string, served: ReadonlySet<string>): string | undefined {
+  const endpoint = endpointOf(path, authPath);
+  if (PROBES.has(endpoint)) return served.has(endpoint) ? 'GET, HEAD' : undefined;
+  return endpoint.startsWith(authPath) ? AUTH_ENDPOINTS.get(endpoint.slice(authPath.length)) : undefined;
 }
