@@ -91,6 +91,12 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
   const perUser = createOpenCount();
   const router = Router();
 
+  /**
+   * Each stream's `session-ending` notice not yet sent, by when it is due on the gateway's clock.
+   * Its own timer counts elapsed time, which a forward step of the wall clock skips: the
+   * heartbeat sends what such a step made due (as held.ts's sweep ends what it made expire).
+   */
+  const notices = new Map<Response, { dueAt: number; send: () => void }>();
   // One timer for every stream, running only while some are open.
   let heartbeat: NodeJS.Timeout | undefined;
   function track(res: Response): void {
@@ -98,6 +104,8 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     heartbeat ??= setInterval(() => {
       // An ended stream stays here until its connection closes: never write after its end.
       for (const r of open) if (!r.writableEnded) r.write(': heartbeat\n\n');
+      const now = deps.clock();
+      for (const notice of notices.values()) if (now >= notice.dueAt) notice.send();
     }, heartbeatMs);
   }
   function untrack(res: Response): void {
@@ -165,11 +173,19 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     track(res);
     metrics.openEventStreams.inc();
     const endsAt = sessionEndsAt(auth, absoluteTimeoutSeconds);
-    const notice = () => send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
-    const untilNotice = endsAt - noticeMs - deps.clock();
     let noticeTimer: NodeJS.Timeout | undefined;
+    const notice = () => {
+      clearTimeout(noticeTimer);
+      notices.delete(res);
+      send('session-ending', { secondsLeft: Math.max(0, Math.round((endsAt - deps.clock()) / 1000)) });
+    };
+    const untilNotice = endsAt - noticeMs - deps.clock();
     if (untilNotice <= 0) notice();
-    else noticeTimer = setTimeout(notice, Math.min(untilNotice, 2 ** 31 - 1));
+    else {
+      // Past setTimeout's range (a lifetime of weeks) it would fire at once: the heartbeat sends it.
+      if (untilNotice < 2 ** 31) noticeTimer = setTimeout(notice, untilNotice);
+      notices.set(res, { dueAt: endsAt - noticeMs, send: notice });
+    }
 
     const release = deps.held.hold(digest, auth, ({ reason, endedAt }) => {
       send('signed-out', { reason });
@@ -183,6 +199,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     });
     res.once('close', () => {
       clearTimeout(noticeTimer);
+      notices.delete(res);
       release();
       unsubscribe();
       untrack(res);
