@@ -7,16 +7,15 @@ import type { Config } from './config/load.js';
 import { createSealer, type Sealer } from './crypto/seal.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
-import { annotateClientFetch, annotateRefresh, traceClientTokens, traceRecords, traceRefresher } from './observability/traced-resources.js';
+import { annotateRefresh, traceRecords, traceRefresher } from './observability/traced-resources.js';
 import { createTracing, type Tracing } from './observability/tracing.js';
-import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
-import { pushedRequestMismatch } from './oidc/authorization-request.js';
-import { clientCredentials } from './oidc/grants.js';
-import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
+import type { ProviderHandle } from './oidc/client.js';
+import type { ClientTokens } from './proxy/client-token.js';
 import { createRefusalCooldown, type RefusalCooldown } from './proxy/refusal-cooldown.js';
 import { describeProviderError } from './oidc/errors.js';
-import { createRevoker, type Revoker } from './oidc/revocation.js';
-import { logClientCredentialsFailure, logRefresh } from './oidc/grant-log.js';
+import type { Revoker } from './oidc/revocation.js';
+import { logRefresh } from './oidc/grant-log.js';
+import { createProviderSide } from './provider-side.js';
 import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createReplicaAcks } from './redis/replica-acks.js';
 import { atMostEvery } from './clock.js';
@@ -223,26 +222,19 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onError: () => metrics.redisErrors.inc({ kind: 'command' }),
   });
   const refresher = tracing.enabled ? traceRefresher(coordinator, tracing) : coordinator;
-  const provider = createProviderHandle(config.oidc, {
+  const refusals = createRefusalCooldown({ redis, keys });
+  const { provider, revoke, clientTokens } = createProviderSide(config, {
     tracing,
     clock,
-    requireDpop: config.derived.dpop,
-    ...(config.derived.dpop ? { onDpopNonce: (origin: string, nonce: string) => dpopNonces.put(origin, nonce) } : {}),
-    ...(options.discoveryRetry ? { retry: options.discoveryRetry } : {}),
-    onDiscoveryError(err, attempt, retryInMs) {
-      logger.warn(
-        { event: 'discovery_failed', issuer: config.oidc.issuer, attempt, retryInMs, reason: describeProviderError(err) },
-        'provider discovery failed; retrying',
-      );
-    },
-    onReady(state) {
-      logger.info({ event: 'discovery_ok', issuer: state.metadata.issuer }, 'provider metadata loaded');
-      const par = pushedRequestMismatch(config.oidc.pushedAuthorizationRequests, state.metadata);
-      if (par) logger.error({ event: 'par_mismatch', mode: config.oidc.pushedAuthorizationRequests }, `${par} Every sign-in will answer 503.`);
-    },
+    logger,
+    metrics,
+    redis,
+    keys,
+    sealer,
+    refusals,
+    dpopNonces,
+    ...(options.discoveryRetry ? { discoveryRetry: options.discoveryRetry } : {}),
   });
-
-  const revoke = createRevoker(provider, logger, { onOutcome: (outcome) => metrics.tokenRevocations.inc({ outcome }) });
   async function revokeOrphan(sessionDigest: string, tokens: TokenSet): Promise<void> {
     try {
       const revoked = await registry.endedWithRevocation(sessionDigest);
@@ -256,28 +248,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   }
   metrics.watchDependencies({ redis: () => pingRedis(redis), provider: () => provider.isReady() });
 
-  const refusals = createRefusalCooldown({ redis, keys });
   const cleanups: Array<() => void | Promise<void>> = [];
-  const clientTokens = createClientTokens({
-    redis,
-    keys,
-    sealer,
-    cooldown: refusals,
-    skewSeconds: config.tokens.refreshSkewSeconds,
-    clock,
-    fetch: (request) => {
-      annotateClientFetch(tracing);
-      return clientCredentials(
-        provider.get(),
-        { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
-        clock,
-      ).catch((err: unknown) => {
-        logClientCredentialsFailure(logger, err);
-        throw err;
-      });
-    },
-    onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
-  });
   return {
     config,
     logger,
@@ -299,7 +270,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, TRANSACTION_TTL_SECONDS),
     refusals,
     dpopNonces,
-    clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens,
+    clientTokens,
     clock,
     redisReady: () => pingRedis(redis),
     onClose: (cleanup) => void cleanups.push(cleanup),

@@ -1,0 +1,85 @@
+/**
+ * The runtime's provider side: the provider's handle (discovery retried and logged), the
+ * revoker of ended sessions' tokens, and the client-credentials token source of `auth: client`
+ * routes. Built by runtime.ts, which owns and closes them.
+ */
+import type { Config } from './config/load.js';
+import type { Sealer } from './crypto/seal.js';
+import type { Logger } from './observability/logger.js';
+import type { Metrics } from './observability/metrics.js';
+import { annotateClientFetch, traceClientTokens } from './observability/traced-resources.js';
+import type { Tracing } from './observability/tracing.js';
+import { pushedRequestMismatch } from './oidc/authorization-request.js';
+import { createProviderHandle, type ProviderHandle } from './oidc/client.js';
+import { describeProviderError } from './oidc/errors.js';
+import { logClientCredentialsFailure } from './oidc/grant-log.js';
+import { clientCredentials } from './oidc/grants.js';
+import { createRevoker, type Revoker } from './oidc/revocation.js';
+import { createClientTokens, type ClientTokens } from './proxy/client-token.js';
+import type { RefusalCooldown } from './proxy/refusal-cooldown.js';
+import type { RedisClient } from './redis/client.js';
+import type { DpopNonces } from './redis/dpop-nonces.js';
+import type { Keys } from './redis/keys.js';
+
+export interface ProviderSideDeps {
+  tracing: Tracing;
+  clock: () => number;
+  logger: Logger;
+  metrics: Metrics;
+  redis: RedisClient;
+  keys: Keys;
+  sealer: Sealer;
+  refusals: RefusalCooldown;
+  dpopNonces: DpopNonces;
+  discoveryRetry?: { initialMs: number; maxMs: number };
+}
+
+export interface ProviderSide {
+  provider: ProviderHandle;
+  revoke: Revoker;
+  clientTokens: ClientTokens;
+}
+
+export function createProviderSide(config: Config, deps: ProviderSideDeps): ProviderSide {
+  const { tracing, clock, logger, metrics, dpopNonces } = deps;
+  const provider = createProviderHandle(config.oidc, {
+    tracing,
+    clock,
+    requireDpop: config.derived.dpop,
+    ...(config.derived.dpop ? { onDpopNonce: (origin: string, nonce: string) => dpopNonces.put(origin, nonce) } : {}),
+    ...(deps.discoveryRetry ? { retry: deps.discoveryRetry } : {}),
+    onDiscoveryError(err, attempt, retryInMs) {
+      logger.warn(
+        { event: 'discovery_failed', issuer: config.oidc.issuer, attempt, retryInMs, reason: describeProviderError(err) },
+        'provider discovery failed; retrying',
+      );
+    },
+    onReady(state) {
+      logger.info({ event: 'discovery_ok', issuer: state.metadata.issuer }, 'provider metadata loaded');
+      const par = pushedRequestMismatch(config.oidc.pushedAuthorizationRequests, state.metadata);
+      if (par) logger.error({ event: 'par_mismatch', mode: config.oidc.pushedAuthorizationRequests }, `${par} Every sign-in will answer 503.`);
+    },
+  });
+  const revoke = createRevoker(provider, logger, { onOutcome: (outcome) => metrics.tokenRevocations.inc({ outcome }) });
+  const clientTokens = createClientTokens({
+    redis: deps.redis,
+    keys: deps.keys,
+    sealer: deps.sealer,
+    cooldown: deps.refusals,
+    skewSeconds: config.tokens.refreshSkewSeconds,
+    clock,
+    fetch: (request) => {
+      annotateClientFetch(tracing);
+      return clientCredentials(
+        provider.get(),
+        { ...(request.scopes.length ? { scope: request.scopes.join(' ') } : {}), ...(request.resource ? { resource: request.resource } : {}) },
+        clock,
+      ).catch((err: unknown) => {
+        logClientCredentialsFailure(logger, err);
+        throw err;
+      });
+    },
+    onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
+  });
+  return { provider, revoke, clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens };
+}
