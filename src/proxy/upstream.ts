@@ -236,7 +236,11 @@ export function createUpstream(options: UpstreamOptions): Upstream {
         if (proxyRes.statusCode === 401 && options.stepUp) {
           const stepUp = options.stepUp(req, proxyRes.headers['www-authenticate']);
           if (stepUp) {
+            // Drained for its connection's sake only while the browser's answer is open: the error
+            // handler ends that answer at once, before httpxy ties the upstream's to it, and a body
+            // that never ended was read for ever (a complete one keeps its pooled connection).
             proxyRes.resume();
+            res.once('close', () => proxyRes.destroy());
             trace?.answered(req, 401);
             options.onError(stepUp, req, res);
             return;
