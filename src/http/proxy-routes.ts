@@ -24,7 +24,14 @@ import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
-import { createRelocation } from '../proxy/location.js';
+import { createRelocation, type DroppedBecause } from '../proxy/location.js';
+import { endpointOf } from './endpoints.js';
+
+const DROPPED: Readonly<Record<DroppedBecause, string>> = {
+  unserved_upstream: "an upstream's redirect named an upstream host no route serves",
+  gateway_endpoint: "an upstream's redirect named one of the gateway's own endpoints, which the browser would call with the SPA's CSRF header",
+  other_route: "an upstream's redirect would have the browser repeat a call (not GET or HEAD) on another route, with that route's token",
+};
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
@@ -131,7 +138,11 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     routes,
     match,
     publicUrl,
-    onDropped: (route) => logger.warn({ event: 'upstream_location_dropped', route: route.path }, "an upstream's redirect named an upstream host no route serves; its Location was dropped"),
+    isGatewayPath: (path) => endpointOf(path, config.server.authPath) !== '/*',
+    onDropped: (route, because) => {
+      const suppressed = mayLogUpstreamError(`location ${because} ${route.path}`);
+      if (suppressed !== undefined) logger.warn({ event: 'upstream_location_dropped', route: route.path, because, suppressed }, `${DROPPED[because]}; its Location was dropped (said once per 10 s per route and reason)`);
+    },
   });
 
   const tracing = hooks.tracing;

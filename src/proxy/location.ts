@@ -12,6 +12,15 @@
  *   network-path references the browser resolves to that host, and are judged so;
  * - anywhere else (a third party, a signed storage URL): passed in the form it was judged in.
  *
+ * A browser's fetch follows a redirect on its own and keeps the CSRF header on the gateway's
+ * origin, so one upstream's redirect was another call of the SPA's (found by the hostile-upstream
+ * red team): `307 /auth/logout` signed the user out, `307 /payments/transfer` sent the SPA's
+ * body on with the payments route's token. So, on the gateway's origin (as sent, or mapped):
+ * - never to the gateway's own endpoints (authPath, the probes), whatever the status;
+ * - a redirect the browser repeats with a method other than GET or HEAD (307 and 308; 301 and
+ *   302 but for a POST: Fetch §4.4) only within the route that answered it.
+ * Any other such Location is dropped.
+ *
  * A Location the URL parser refuses is dropped: a browser would not follow it either. Node hands
  * header values over as latin1 (a character per byte) and browsers read a Location's bytes as
  * UTF-8: read as latin1, `https://bücher.example` was another host once re-encoded. So the
@@ -29,8 +38,19 @@ function asSent(latin1: string): string | undefined {
   return isUtf8(bytes) ? bytes.toString('utf8') : undefined;
 }
 
-/** The Location to answer with, or undefined: none (the answer goes without one). */
-export type Relocate = (location: string) => string | undefined;
+/**
+ * The Location to answer with, or undefined: none (the answer goes without one). `status` is the
+ * answer's, `method` the request's: together they say how a browser follows it.
+ */
+export type Relocate = (location: string, status: number, method: string) => string | undefined;
+
+/** Whether a browser's fetch follows `status` by sending `method` again, one that is not GET or HEAD (Fetch §4.4). */
+export function repeatsUnsafe(status: number, method: string): boolean {
+  if (method === 'GET' || method === 'HEAD') return false;
+  return status === 307 || status === 308 || ((status === 301 || status === 302) && method !== 'POST');
+}
+
+export type DroppedBecause = 'unserved_upstream' | 'gateway_endpoint' | 'other_route';
 
 interface Reverse {
   route: CompiledRoute;
@@ -42,13 +62,15 @@ export interface RelocationInput {
   routes: readonly CompiledRoute[];
   match: RouteMatcher;
   publicUrl: URL;
-  /** A Location naming an upstream's host that no route serves (logged by the caller: the route only). */
-  onDropped(route: CompiledRoute): void;
+  /** Whether a canonical path is one of the gateway's own endpoints (authPath, the probes). */
+  isGatewayPath(path: string): boolean;
+  /** A Location dropped, and why (logged by the caller: the route only, never the URL). */
+  onDropped(route: CompiledRoute, because: DroppedBecause): void;
 }
 
 /** Each route's Relocate, sharing one table of the upstreams' hosts and origins. */
 export function createRelocation(input: RelocationInput): (route: CompiledRoute) => Relocate {
-  const { match, publicUrl, onDropped } = input;
+  const { match, publicUrl, onDropped, isGatewayPath } = input;
   const publicOrigin = publicUrl.origin;
   const internalHosts = new Set<string>();
   const reverses: Reverse[] = [];
@@ -75,22 +97,39 @@ export function createRelocation(input: RelocationInput): (route: CompiledRoute)
     return match(candidate) === route && route.upstreamPath(candidate) === forwarded ? candidate : undefined;
   }
 
+  /** Why a browser must not be sent to `pathname` on the gateway's origin from `route`'s answer, if it must not. */
+  function refusal(route: CompiledRoute, pathname: string, unsafe: boolean): DroppedBecause | undefined {
+    const path = canonicalPath(pathname);
+    // A path the gateway refuses is refused again when the browser follows.
+    if (typeof path !== 'string') return unsafe ? 'other_route' : undefined;
+    if (isGatewayPath(path)) return 'gateway_endpoint';
+    return unsafe && match(path) !== route ? 'other_route' : undefined;
+  }
+
   return (route) => {
     // The route's own upstream first, then any other with that origin.
-    const candidates = [...reverses.filter((r) => r.route === route), ...reverses.filter((r) => r.route !== route)];
-    return (location) => {
+    const own = reverses.filter((r) => r.route === route);
+    const candidates = [...own, ...reverses.filter((r) => r.route !== route)];
+    const drop = (because: DroppedBecause) => {
+      onDropped(route, because);
+      return undefined;
+    };
+    return (location, status, method) => {
       const read = asSent(location);
       const url = read === undefined ? null : URL.parse(read, publicOrigin);
       if (url === null) return undefined;
-      if (url.origin === publicOrigin) return location;
+      const unsafe = repeatsUnsafe(status, method);
+      if (url.origin === publicOrigin) {
+        const refused = refusal(route, url.pathname, unsafe);
+        return refused === undefined ? location : drop(refused);
+      }
       if (!internalHosts.has(url.hostname)) return url.href;
-      for (const reverse of candidates) {
+      for (const reverse of unsafe ? own : candidates) {
         if (reverse.route.targetOrigin !== url.origin) continue;
         const path = publicPath(reverse, url.pathname);
         if (path !== undefined) return `${publicOrigin}${path}${url.search}${url.hash}`;
       }
-      onDropped(route);
-      return undefined;
+      return drop(unsafe && candidates.some((r) => r.route.targetOrigin === url.origin) ? 'other_route' : 'unserved_upstream');
     };
   };
 }

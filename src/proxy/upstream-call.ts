@@ -81,8 +81,8 @@ export function passThrough(
   relocate: Relocate | undefined,
   csrfHeader: string,
 ): void {
-  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate);
   const status = proxyRes.statusCode ?? 502;
+  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate, status, res.req.method);
   const answer = forCookie ? asCookieAnswer(headers, status) : headers;
   // Every proxied call carried the CSRF header; a navigation never does. Chromium handed an
   // answer the SPA's fetch had cached to a later navigation to its URL (a link on a page of the

@@ -10,7 +10,11 @@
  * session cookie and body included, at any other route (which then gets *its* token, which the
  * hostile upstream never holds: resource indicators and token exchange exist so that one API
  * cannot act at another with the user's authority) or at the gateway's own endpoints: a POST the
- * upstream answers `307 Location: /auth/logout` signs the user out and revokes their grant.
+ * upstream answers `307 Location: /auth/logout` signed the user out and revoked their grant.
+ * Since 0.6.9 location.ts drops a Location naming a gateway endpoint, and one the browser would
+ * repeat with a method other than GET or HEAD on another route. Fails if location.ts passes a
+ * same-origin Location unjudged (`return refused === undefined ? location : drop(refused)` →
+ * `return location`).
  *
  * The page's context bypasses CSP only because the test runs over http: helmet's
  * `upgrade-insecure-requests` upgrades the redirect target to https here, which on an https

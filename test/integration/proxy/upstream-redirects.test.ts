@@ -61,10 +61,11 @@ it("drops a redirect to an upstream's host that no route serves, and logs the ro
     const answer = await redirectTo(sent);
     expect(answer).toEqual({ status: 302, location: null, body: 'moved' });
   }
+  // Said once per 10 s per route and reason: an upstream that redirects every call is one line.
   const lines = stack.gateway.logs.slice(before).filter((l) => l.includes('upstream_location_dropped'));
-  expect(lines).toHaveLength(2);
+  expect(lines).toHaveLength(1);
   for (const line of lines) {
-    expect(JSON.parse(line)).toMatchObject({ event: 'upstream_location_dropped', route: '/api/orders' });
+    expect(JSON.parse(line)).toMatchObject({ event: 'upstream_location_dropped', route: '/api/orders', because: 'unserved_upstream' });
     expect(line).not.toContain('secret-in-location');
     expect(line).not.toContain('/internal/admin');
   }

@@ -1,15 +1,33 @@
 import { routeSchema } from '../../../src/config/schema.js';
-import { createRelocation, type Relocate } from '../../../src/proxy/location.js';
+import { endpointOf } from '../../../src/http/endpoints.js';
+import { createRelocation, repeatsUnsafe, type DroppedBecause, type Relocate } from '../../../src/proxy/location.js';
 import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js';
 
 const publicUrl = new URL('https://app.example');
 
+/** The gateway's own endpoints, as src/http/endpoints.ts reads them: authPath `/auth` and the probes. */
+const isGatewayPath = (path: string) => endpointOf(path, '/auth') !== '/*';
+
 function relocations(configs: Record<string, unknown>[]) {
   const { routes, match } = compileRoutes(configs.map((c) => routeSchema.parse(c)));
   const dropped: string[] = [];
-  const relocation = createRelocation({ routes, match, publicUrl, onDropped: (route) => dropped.push(route.path) });
-  const of = (path: string): Relocate => relocation(routes.find((r) => r.path === path) as CompiledRoute);
-  return { of, dropped };
+  const reasons: DroppedBecause[] = [];
+  const relocation = createRelocation({
+    routes,
+    match,
+    publicUrl,
+    isGatewayPath,
+    onDropped: (route, because) => {
+      dropped.push(route.path);
+      reasons.push(because);
+    },
+  });
+  /** The route's Relocate for an answer of `status` to a `method` (default: a 302 to a GET). */
+  const of = (path: string, status = 302, method = 'GET') => {
+    const relocate: Relocate = relocation(routes.find((r) => r.path === path) as CompiledRoute);
+    return (location: string) => relocate(location, status, method);
+  };
+  return { of, dropped, reasons };
 }
 
 describe('an upstream Location', () => {
@@ -102,5 +120,55 @@ describe('a Location with bytes beyond ASCII (Node hands header values over as l
 
   it('is dropped when its bytes are not UTF-8', () => {
     expect(of('/api/orders')('https://files.example/r\u00e9sum\u00e9.pdf')).toBeUndefined();
+  });
+});
+
+// Found by the hostile-upstream red team: a browser's fetch follows a redirect on its own, with
+// the SPA's CSRF header on the gateway's origin. Fails if location.ts passes a same-origin
+// Location unjudged (`if (url.origin === publicOrigin) return location;`), or maps an unsafe
+// redirect through another route (`unsafe ? own : candidates` → `candidates`).
+describe("a redirect the browser would follow into the gateway's own endpoints or another route", () => {
+  const { of, reasons } = relocations([
+    { path: '/api/weather', target: 'http://weather:8080', stripPrefix: true },
+    { path: '/api/payments', target: 'http://payments:8080', stripPrefix: true },
+  ]);
+
+  it('never names a gateway endpoint, whatever the status and method', () => {
+    reasons.length = 0;
+    for (const [status, method] of [[302, 'GET'], [303, 'POST'], [307, 'POST'], [308, 'DELETE'], [201, 'POST']] as const) {
+      const weather = of('/api/weather', status, method);
+      expect(weather('/auth/logout')).toBeUndefined();
+      expect(weather('https://app.example/AUTH/sessions/x')).toBeUndefined();
+      expect(weather('/api/weather/../../auth/logout')).toBeUndefined();
+      expect(weather('/%61uth/logout')).toBeUndefined();
+      expect(weather('/metrics')).toBeUndefined();
+    }
+    expect(new Set(reasons)).toEqual(new Set(['gateway_endpoint']));
+  });
+
+  it('repeats a call that is not GET or HEAD only within the route that answered', () => {
+    reasons.length = 0;
+    expect(of('/api/weather', 307, 'POST')('/api/payments/transfer?to=mallory')).toBeUndefined();
+    expect(of('/api/weather', 308, 'PUT')('https://app.example/api/payments/x')).toBeUndefined();
+    expect(of('/api/weather', 302, 'DELETE')('/api/payments/x')).toBeUndefined();
+    expect(of('/api/weather', 307, 'POST')('/elsewhere')).toBeUndefined();
+    // Mapped from an upstream's own URL: only through the answering route.
+    expect(of('/api/weather', 307, 'POST')('http://payments:8080/transfer')).toBeUndefined();
+    expect(reasons).toEqual(Array(5).fill('other_route'));
+    expect(of('/api/weather', 307, 'POST')('/api/weather/notes/2')).toBe('/api/weather/notes/2');
+    expect(of('/api/weather', 307, 'POST')('http://weather:8080/notes/2')).toBe('https://app.example/api/weather/notes/2');
+  });
+
+  it('lets a redirect the browser follows with GET go to another route, as before', () => {
+    expect(of('/api/weather', 303, 'POST')('/api/payments/receipt/1')).toBe('/api/payments/receipt/1');
+    expect(of('/api/weather', 302, 'POST')('/api/payments/receipt/1')).toBe('/api/payments/receipt/1');
+    expect(of('/api/weather', 307, 'GET')('http://payments:8080/receipt/1')).toBe('https://app.example/api/payments/receipt/1');
+    expect(of('/api/weather', 201, 'POST')('/api/payments/receipt/1')).toBe('/api/payments/receipt/1');
+  });
+
+  it('knows which redirects a browser repeats with the same unsafe method (Fetch §4.4)', () => {
+    expect([307, 308, 301, 302, 303, 200].map((status) => repeatsUnsafe(status, 'PUT'))).toEqual([true, true, true, true, false, false]);
+    expect([307, 308, 301, 302, 303].map((status) => repeatsUnsafe(status, 'POST'))).toEqual([true, true, false, false, false]);
+    expect(repeatsUnsafe(307, 'GET') || repeatsUnsafe(308, 'HEAD')).toBe(false);
   });
 });
