@@ -5,7 +5,8 @@
  * Mutation checks (by hand, once): src/http/endpoints.ts: drop '/events' from AUTH_ENDPOINTS →
  * "names the gateway endpoints as traces do" fails (0.5.0 counted /auth/events as "other").
  * src/runtime.ts: `createTokenVault(sealer)` (a cache of its own, not the measured one) →
- * "reports the estimated bytes" fails.
+ * "reports the estimated bytes" fails. src/http/proxy-routes.ts: drop the loop that sets
+ * `upstreamErrors` at 0 per route and kind → "exports each route's upstream error kinds" fails.
  */
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
@@ -48,6 +49,15 @@ const metricValue = async (pattern: RegExp) => {
 afterAll(async () => {
   await stack?.close();
   await upstream?.close();
+});
+
+it("exports each route's upstream error kinds from the start (README: every known error kind at 0), so the first errors count in a rate", async () => {
+  const text = await scrape();
+  const missing: string[] = [];
+  for (const route of ['/api', '/service'])
+    for (const kind of ['bad_gateway', 'gateway_timeout'])
+      if (!new RegExp(`^bff_upstream_errors_total\\{route="${route}",kind="${kind}"\\} \\d`, 'm').test(text)) missing.push(`${route} ${kind}`);
+  expect(missing).toEqual([]);
 });
 
 it('counts requests by configured route and status, latency, refreshes and logins, without user data', async () => {
