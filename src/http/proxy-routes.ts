@@ -148,7 +148,12 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const tracing = hooks.tracing;
   const streamDeps = { held: runtime.held, metrics, clock: runtime.clock };
   const streamLimit = createStreamLimit();
-  for (const route of routes) metrics.openProxiedStreams.set({ route: route.path }, 0);
+  for (const route of routes) {
+    metrics.openProxiedStreams.set({ route: route.path }, 0);
+    // At 0 from the start (README, Metrics): a series that appears with its first errors has
+    // them left out of every rate(), the alert's included.
+    for (const kind of ['bad_gateway', 'gateway_timeout']) metrics.upstreamErrors.inc({ route: route.path, kind }, 0);
+  }
   const longLived = new Map<string, LongLivedAnswers>(
     routes.map((route) => {
       // Its answers' heads may come after a session's end is forgotten: checked as held. With a
