@@ -6,6 +6,7 @@
  * Mutation check for the safety tests: make `unsafeSettings` (src/config/safety.ts) return []:
  * the demo-secret config exits 0; make `riskySettings` return []: no warning line is printed.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -196,5 +197,21 @@ describe('--check on unsafe and risky settings', () => {
     expect(exit.code).toBe(0);
     const warnings = output.split('\n').filter((l) => l.startsWith('bff-gateway: warning: '));
     expect(warnings).toEqual([expect.stringMatching(/warning: redis\.url: /), expect.stringMatching(/warning: routes\[0\]\.target: /)]);
+  });
+});
+
+describe('the default config file', () => {
+  // SPEC §1: `npx bff-gateway [--check]` is `npm start`: without --config or BFF_CONFIG, the
+  // shipped config/default.yaml (package.json "files" ships config/ and public/ for it). From an
+  // installed package, npx runs the CLI in the user's own project, where no config/ exists:
+  // the default must be the package's file, not one looked up in the working directory.
+  // Mutation check: src/main.ts's default back to the bare 'config/default.yaml' → this fails.
+  it('is the package\'s own config/default.yaml, whatever the working directory', () => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.BFF_CONFIG;
+    delete env.PORT;
+    const run = spawnSync(process.execPath, [path.resolve('dist/cli.js'), '--check'], { cwd: tmp, env, encoding: 'utf8', timeout: 30_000 });
+    expect(`${run.stdout}${run.stderr}`).toMatch(/default\.yaml is valid/);
+    expect(run.status).toBe(0);
   });
 });
