@@ -3,9 +3,11 @@
  * The only module that touches process.* (argv, env, signals, exit codes, stdio).
  */
 import cluster from 'node:cluster';
+import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { createApp } from './app.js';
 import { ConfigError, loadConfigFile, type Config } from './config/load.js';
 import { createRuntime, StartupError, type Runtime } from './runtime.js';
@@ -36,6 +38,15 @@ export function parseArgs(argv: readonly string[]): CliArgs | string {
     else return `unknown argument: ${arg}`;
   }
   return args;
+}
+
+/**
+ * config/default.yaml of the working directory (a checkout, the image's /app), else the one this
+ * package ships: an installed package's `npx bff-gateway` runs in the user's own project.
+ */
+function defaultConfigFile(): string {
+  const local = 'config/default.yaml';
+  return existsSync(local) ? local : fileURLToPath(new URL('../config/default.yaml', import.meta.url));
 }
 
 const USAGE = 'usage: bff-gateway [--config FILE] [--check]\n  FILE defaults to $BFF_CONFIG, then config/default.yaml\n';
@@ -149,7 +160,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stdout.write(USAGE);
     return 0;
   }
-  const file = args.config ?? env.BFF_CONFIG ?? 'config/default.yaml';
+  const file = args.config ?? env.BFF_CONFIG ?? defaultConfigFile();
   let config: Config;
   try {
     config = loadConfigFile(file, { env });
