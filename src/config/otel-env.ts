@@ -26,3 +26,15 @@ export function tracingEndpointFromEnv(env: Readonly<Record<string, string | und
   url.pathname = `${url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`}v1/traces`;
   return { endpoint: url.href };
 }
+
+/**
+ * The file's traces URL: as written, but a bare origin (`http://otel-collector:4318`, with or
+ * without `/`, no query, as SPEC §2's example writes it) is the collector's base, whose traces URL is
+ * `/v1/traces` (a collector answers 404 at `/`, and every span was lost).
+ */
+export function tracesUrl(endpoint: string): string {
+  const url = new URL(endpoint);
+  if (url.pathname !== '/' || url.search !== '') return endpoint;
+  url.pathname = '/v1/traces';
+  return url.href;
+}

@@ -47,6 +47,16 @@ describe('observability.tracing', () => {
     expect(found.join('\n')).not.toContain('pa55word-in-url');
   });
 
+  // SPEC §2's example names the collector's origin alone; used as is, every span went to `/`,
+  // which a collector answers 404. Fails if schema.ts keeps the endpoint as written
+  // (`.transform(tracesUrl)` removed).
+  it("takes a bare origin in the file as the collector's base, and any path or query as written", () => {
+    expect(tracingOf({ tracing: { endpoint: 'http://otel-collector:4318' } }).endpoint).toBe('http://otel-collector:4318/v1/traces');
+    expect(tracingOf({ tracing: { endpoint: 'https://otel.example/' } }).endpoint).toBe('https://otel.example/v1/traces');
+    expect(tracingOf({ tracing: { endpoint: 'https://otel.example/custom/traces' } }).endpoint).toBe('https://otel.example/custom/traces');
+    expect(tracingOf({ tracing: { endpoint: 'https://otel.example/?tenant=a' } }).endpoint).toBe('https://otel.example/?tenant=a');
+  });
+
   it('appends /v1/traces to OTEL_EXPORTER_OTLP_ENDPOINT when the file names no endpoint', () => {
     expect(tracingOf(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).endpoint).toBe('http://collector:4318/v1/traces');
     expect(tracingOf(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector/otlp/' }).endpoint).toBe('https://collector/otlp/v1/traces');
