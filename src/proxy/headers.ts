@@ -82,6 +82,9 @@ const MET_BY_GATEWAY: readonly string[] = ['expect'];
  */
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
 
+/** A header name with each `_` read as `-`. */
+const underscored = (name: string): string => name.replace(/_/g, '-');
+
 /** "proxy-..." (Proxy-Authorization, Proxy-Connection, Proxy-Authenticate): for a proxy, not for us to pass on. */
 const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /* p */ && lower.startsWith('proxy-');
 
@@ -114,9 +117,14 @@ export function compileRequestHeaderStrip(
         out.connection = 'keep-alive';
         continue;
       }
-      if (strip.has(name) || isProxyHeader(name)) continue;
-      if (nominated !== undefined && nominated.includes(name) && !FRAMING.has(name)) continue;
-      if (skip !== undefined && skip(name)) continue;
+      // Judged as a CGI-style upstream reads it (RFC 3875 §4.1.18: WSGI, Rack, PHP map `-` and
+      // `_` alike): `X_Forwarded_For` is X-Forwarded-For there, and came before the gateway's own.
+      // Underscore spellings of framing headers are the gateway's to decide too: never forwarded.
+      const judged = name.indexOf('_') === -1 ? name : underscored(name);
+      if (judged !== name && FRAMING.has(judged)) continue;
+      if (strip.has(judged) || isProxyHeader(judged)) continue;
+      if (nominated !== undefined && nominated.includes(judged) && !FRAMING.has(judged)) continue;
+      if (skip !== undefined && skip(judged)) continue;
       out[name] = headers[name];
     }
     return out;

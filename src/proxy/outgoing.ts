@@ -66,8 +66,9 @@ export function createOutgoing(options: OutgoingOptions): Outgoing {
     const headers = stripRequestHeaders(source, (name) => {
       if (name === 'cookie') return (cookieKept = true);
       // A set, not `in forwarded`: a header named like an Object.prototype member
-      // (`Constructor`) would have been taken for one of the gateway's and dropped.
-      return isSetByGateway(name);
+      // (`Constructor`) would have been taken for one of the gateway's and dropped. The
+      // credential's own header (an API key's) is the gateway's too, in any spelling.
+      return isSetByGateway(name) || name === credential?.header;
     });
     if (cookieKept) {
       const cookie = stripCookies(source.cookie, isGatewayCookie);
