@@ -26,12 +26,6 @@ import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
 import { createRelocation, type DroppedBecause } from '../proxy/location.js';
 import { endpointOf } from './endpoints.js';
-
-const DROPPED: Readonly<Record<DroppedBecause, string>> = {
-  unserved_upstream: "an upstream's redirect named an upstream host no route serves",
-  gateway_endpoint: "an upstream's redirect named one of the gateway's own endpoints, which the browser would call with the SPA's CSRF header",
-  other_route: "an upstream's redirect would have the browser repeat a call (not GET or HEAD) on another route, with that route's token",
-};
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
 import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
@@ -41,6 +35,12 @@ import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { isSessionGone } from '../session/gone.js';
 import { RECENT_END_MS } from '../session/events.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
+
+const DROPPED: Readonly<Record<DroppedBecause, string>> = {
+  unserved_upstream: "an upstream's redirect named an upstream host no route serves",
+  gateway_endpoint: "an upstream's redirect named one of the gateway's own endpoints, which the browser would call with the SPA's CSRF header",
+  other_route: "an upstream's redirect would have the browser repeat a call (not GET or HEAD) on another route, with that route's token",
+};
 
 export interface ProxyRoutes {
   /** Serves the request when its path is under a route and returns true; false otherwise. */
