@@ -24,7 +24,7 @@ import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
 import { compileTrust } from '../proxy/trust.js';
 import { createUpstream, type Retry, type Upstream } from '../proxy/upstream.js';
-import { createRelocation, type DroppedBecause } from '../proxy/location.js';
+import { createRelocation, DROPPED_BECAUSE } from '../proxy/location.js';
 import { endpointOf } from './endpoints.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
@@ -35,12 +35,6 @@ import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { isSessionGone } from '../session/gone.js';
 import { RECENT_END_MS } from '../session/events.js';
 import { createStepUp, type StepUpListener } from './step-up.js';
-
-const DROPPED: Readonly<Record<DroppedBecause, string>> = {
-  unserved_upstream: "an upstream's redirect named an upstream host no route serves",
-  gateway_endpoint: "an upstream's redirect named one of the gateway's own endpoints, which the browser would call with the SPA's CSRF header",
-  other_route: "an upstream's redirect would have the browser repeat a call (not GET or HEAD) on another route, with that route's token",
-};
 
 export interface ProxyRoutes {
   /** Serves the request when its path is under a route and returns true; false otherwise. */
@@ -141,7 +135,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     isGatewayPath: (path) => endpointOf(path, config.server.authPath) !== '/*',
     onDropped: (route, because) => {
       const suppressed = mayLogUpstreamError(`location ${because} ${route.path}`);
-      if (suppressed !== undefined) logger.warn({ event: 'upstream_location_dropped', route: route.path, because, suppressed }, `${DROPPED[because]}; its Location was dropped (said once per 10 s per route and reason)`);
+      if (suppressed !== undefined) logger.warn({ event: 'upstream_location_dropped', route: route.path, because, suppressed }, `${DROPPED_BECAUSE[because]}; its Location was dropped (said once per 10 s per route and reason)`);
     },
   });
 

@@ -50,7 +50,14 @@ export function repeatsUnsafe(status: number, method: string): boolean {
   return status === 307 || status === 308 || ((status === 301 || status === 302) && method !== 'POST');
 }
 
-export type DroppedBecause = 'unserved_upstream' | 'gateway_endpoint' | 'other_route';
+/** Why a Location was dropped, as the log says it. */
+export const DROPPED_BECAUSE = {
+  unserved_upstream: "an upstream's redirect named an upstream host no route serves",
+  gateway_endpoint: "an upstream's redirect named one of the gateway's own endpoints, which the browser would call with the SPA's CSRF header",
+  other_route: "an upstream's redirect would have the browser repeat a call (not GET or HEAD) on another route, with that route's token",
+} as const;
+
+export type DroppedBecause = keyof typeof DROPPED_BECAUSE;
 
 interface Reverse {
   route: CompiledRoute;
