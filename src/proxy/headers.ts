@@ -82,8 +82,12 @@ const MET_BY_GATEWAY: readonly string[] = ['expect'];
  */
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
 
-/** A header name with each `_` read as `-`. */
-const underscored = (name: string): string => name.replace(/_/g, '-');
+/**
+ * A lower-case header name as a CGI-style upstream reads it (RFC 3875 §4.1.18: WSGI, Rack, PHP
+ * map `-` and `_` alike): `x_forwarded_for` is x-forwarded-for there. Every header rule is
+ * compiled in this form and every incoming name judged in it, so no spelling slips past a rule.
+ */
+export const headerKey = (lower: string): string => (lower.indexOf('_') === -1 ? lower : lower.replace(/_/g, '-'));
 
 /** "proxy-..." (Proxy-Authorization, Proxy-Connection, Proxy-Authenticate): for a proxy, not for us to pass on. */
 const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /* p */ && lower.startsWith('proxy-');
@@ -101,26 +105,25 @@ const isProxyHeader = (lower: string): boolean => lower.charCodeAt(0) === 112 /*
  * A copy, not deletes on the request's own object: one `delete` turns a header object into a
  * slow dictionary for the rest of its way (httpxy spreads it into the outgoing request, and
  * Node writes it out), which cost more per call than building the copy. `skip` names further
- * headers the caller sets itself (it is asked only for names the lists keep).
+ * headers the caller sets itself (it is asked only for names the lists keep, in headerKey form).
  */
 export function compileRequestHeaderStrip(
   extra: readonly string[] = [],
 ): (headers: IncomingHttpHeaders, skip?: (name: string) => boolean) => IncomingHttpHeaders {
-  const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...MET_BY_GATEWAY, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => h.toLowerCase())]);
+  const strip = new Set([...HOP_BY_HOP_REQUEST_HEADERS, ...MET_BY_GATEWAY, ...IDENTITY_REQUEST_HEADERS, ...extra.map((h) => headerKey(h.toLowerCase()))]);
   strip.delete('connection');
   return (headers, skip) => {
     const connection = headers.connection;
-    const nominated = connection !== undefined && connection !== 'keep-alive' && connection !== 'close' ? connectionNominated(headers) : undefined;
+    const nominated = connection !== undefined && connection !== 'keep-alive' && connection !== 'close' ? connectionNominated(headers).map(headerKey) : undefined;
     const out: IncomingHttpHeaders = {};
     for (const name in headers) {
       if (name === 'connection') {
         out.connection = 'keep-alive';
         continue;
       }
-      // Judged as a CGI-style upstream reads it (RFC 3875 §4.1.18: WSGI, Rack, PHP map `-` and
-      // `_` alike): `X_Forwarded_For` is X-Forwarded-For there, and came before the gateway's own.
+      // `X_Forwarded_For` came before the gateway's own X-Forwarded-For at a CGI-style upstream.
       // Underscore spellings of framing headers are the gateway's to decide too: never forwarded.
-      const judged = name.indexOf('_') === -1 ? name : underscored(name);
+      const judged = headerKey(name);
       if (judged !== name && FRAMING.has(judged)) continue;
       if (strip.has(judged) || isProxyHeader(judged)) continue;
       if (nominated !== undefined && nominated.includes(judged) && !FRAMING.has(judged)) continue;

@@ -5,7 +5,7 @@
  */
 import type http from 'node:http';
 import type { CompiledRoute } from './routes.js';
-import { compileRequestHeaderStrip, forwardingHeaders, isSetByGateway, stripCookies } from './headers.js';
+import { compileRequestHeaderStrip, forwardingHeaders, headerKey, isSetByGateway, stripCookies } from './headers.js';
 import type { TrustHop } from './trust.js';
 import { proofTarget, type DpopAttachment } from './dpop-proofs.js';
 import { DPOP, isBodyless, type Retriable } from './upstream-call.js';
@@ -63,12 +63,13 @@ export function createOutgoing(options: OutgoingOptions): Outgoing {
     // The skip is asked only about names the strip rules keep: a Cookie they drop
     // (server.stripRequestHeaders, or one the browser's Connection names) stays dropped.
     let cookieKept = false;
+    const credentialKey = credential === undefined ? undefined : headerKey(credential.header);
     const headers = stripRequestHeaders(source, (name) => {
       if (name === 'cookie') return (cookieKept = true);
       // A set, not `in forwarded`: a header named like an Object.prototype member
       // (`Constructor`) would have been taken for one of the gateway's and dropped. The
       // credential's own header (an API key's) is the gateway's too, in any spelling.
-      return isSetByGateway(name) || name === credential?.header;
+      return isSetByGateway(name) || name === credentialKey;
     });
     if (cookieKept) {
       const cookie = stripCookies(source.cookie, isGatewayCookie);
