@@ -169,10 +169,10 @@ const DROPPED_RESPONSE = new Set([
  * An upstream response's raw header list (name, value, name, value...) without its hop-by-hop
  * headers (those above, Proxy-*, and the ones its Connection names), the origin-wide ones above,
  * and Set-Cookie values that would overwrite the gateway's own cookies; a Location goes as
- * `relocate` (location.ts) has it, for an answer of `status` to a request of `method`. Order and case are kept. The gateway's
+ * `relocate` (location.ts) has it, for an answer of `status` to a request of `method` for `target`. Order and case are kept. The gateway's
  * HTTP server then frames the answer itself (Content-Length kept, else chunked or close).
  */
-export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean, relocate?: Relocate, status = 0, method = 'GET'): string[] {
+export function responseHeaders(raw: readonly string[], isOurs: (name: string) => boolean, relocate?: Relocate, status = 0, method = 'GET', target = '/'): string[] {
   const out: string[] = [];
   let connection: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
@@ -183,7 +183,7 @@ export function responseHeaders(raw: readonly string[], isOurs: (name: string) =
     if (DROPPED_RESPONSE.has(lower) || isProxyHeader(lower)) continue;
     if (lower === 'set-cookie' && isOursOrNameless(cookieName(value), isOurs)) continue;
     if (lower === 'location' && relocate !== undefined) {
-      const moved = relocate(value, status, method);
+      const moved = relocate(value, status, method, target);
       if (moved !== undefined) out.push(name, moved);
       continue;
     }

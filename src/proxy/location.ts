@@ -2,8 +2,8 @@
  * An upstream's `Location`, judged as the browser will read it (pure). Upstreams sit behind the
  * gateway on hosts the browser never sees (`http://orders:8080`); a redirect that names one
  * tells the browser an internal host and sends it where it cannot go. So a Location is parsed
- * once, with the WHATWG URL parser the browser uses, against the origin the browser talks to
- * (publicUrl), and:
+ * once, with the WHATWG URL parser the browser uses, against the URL the browser asked for (on
+ * publicUrl's origin), and:
  *
  * - on the gateway's own origin (a path, `?x`, `#y`, or publicUrl spelled out): passed as sent;
  * - on a configured upstream's host (any scheme or port): made the gateway URL that reaches the
@@ -40,9 +40,11 @@ function asSent(latin1: string): string | undefined {
 
 /**
  * The Location to answer with, or undefined: none (the answer goes without one). `status` is the
- * answer's, `method` the request's: together they say how a browser follows it.
+ * answer's, `method` the request's: together they say how a browser follows it. `target` is the
+ * canonical gateway request target the browser asked for: what a relative Location is resolved
+ * against, as the browser resolves it (`../auth/events` from `/bff/api/items` is `/bff/auth/events`).
  */
-export type Relocate = (location: string, status: number, method: string) => string | undefined;
+export type Relocate = (location: string, status: number, method: string, target: string) => string | undefined;
 
 /** Whether a browser's fetch follows `status` by sending `method` again, one that is not GET or HEAD (Fetch §4.4). */
 export function repeatsUnsafe(status: number, method: string): boolean {
@@ -121,9 +123,9 @@ export function createRelocation(input: RelocationInput): (route: CompiledRoute)
       onDropped(route, because);
       return undefined;
     };
-    return (location, status, method) => {
+    return (location, status, method, target) => {
       const read = asSent(location);
-      const url = read === undefined ? null : URL.parse(read, publicOrigin);
+      const url = read === undefined ? null : URL.parse(read, `${publicOrigin}${target}`);
       if (url === null) return undefined;
       const unsafe = repeatsUnsafe(status, method);
       if (url.origin === publicOrigin) {

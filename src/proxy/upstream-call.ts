@@ -33,6 +33,8 @@ export const RESENT = Symbol('resent');
 /** The DPoP attachment of the current attempt (DPoP routes only), and whether its nonce retry was spent. */
 export const DPOP = Symbol('dpop');
 export const NONCE_RETRIED = Symbol('nonce-retried');
+/** The canonical gateway request target, kept when req.url becomes the upstream's (location.ts resolves against it). */
+export const TARGET = Symbol('target');
 export type Retriable = http.IncomingMessage & {
   /** The credential a retriable attempt carries, until a 401 refuses it or the answer passes. */
   [RETRY]?: Credential | undefined;
@@ -40,6 +42,7 @@ export type Retriable = http.IncomingMessage & {
   [RESENT]?: true;
   [DPOP]?: { attachment: DpopAttachment; bodyless: boolean; htu: string };
   [NONCE_RETRIED]?: true;
+  [TARGET]?: string;
 };
 
 /** A connection taken from the pool that the upstream reset: whatever the method. */
@@ -82,7 +85,8 @@ export function passThrough(
   csrfHeader: string,
 ): void {
   const status = proxyRes.statusCode ?? 502;
-  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate, status, res.req.method);
+  const req: Retriable = res.req;
+  const headers = responseHeaders(proxyRes.rawHeaders, isGatewayCookie, relocate, status, req.method, req[TARGET]);
   const answer = forCookie ? asCookieAnswer(headers, status) : headers;
   // Every proxied call carried the CSRF header; a navigation never does. Chromium handed an
   // answer the SPA's fetch had cached to a later navigation to its URL (a link on a page of the

@@ -23,7 +23,7 @@ import { retryForNonce, type DpopAttachment } from './dpop-proofs.js';
 import { longLivedKind } from './streams.js';
 import type { Relocate } from './location.js';
 import { proxyTarget } from './proxy-target.js';
-import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, resetOnReuse, RESENT, RETRY, staleConnection, type Retriable } from './upstream-call.js';
+import { DPOP, isBodyless, NONCE_RETRIED, passThrough, POOLED, rejectsToken, resetOnReuse, RESENT, RETRY, staleConnection, TARGET, type Retriable } from './upstream-call.js';
 
 export interface UpstreamOptions {
   route: CompiledRoute;
@@ -285,6 +285,7 @@ export function createUpstream(options: UpstreamOptions): Upstream {
       // three awaits) decides nothing here: the route was matched and its target parsed already.
       // The proxy server HPM built (its plugins and the handlers above) serves the call, as
       // resend() does; the path rule is applied here, as HPM's pathRewrite would.
+      (req as Retriable)[TARGET] = req.url ?? '/';
       req.url = upstreamTarget(req.url ?? '/');
       return web(req, res, callOptions).catch((err: unknown) => {
         on.error(err instanceof Error ? err : new Error(String(err)), req, res);

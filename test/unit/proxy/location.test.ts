@@ -5,10 +5,10 @@ import { compileRoutes, type CompiledRoute } from '../../../src/proxy/routes.js'
 
 const publicUrl = new URL('https://app.example');
 
-/** The gateway's own endpoints, as src/http/endpoints.ts reads them: authPath `/auth` and the probes. */
-const isGatewayPath = (path: string) => endpointOf(path, '/auth') !== '/*';
+/** The gateway's own endpoints, as src/http/endpoints.ts reads them: authPath (default `/auth`) and the probes. */
+const gatewayPaths = (authPath: string) => (path: string) => endpointOf(path, authPath) !== '/*';
 
-function relocations(configs: Record<string, unknown>[]) {
+function relocations(configs: Record<string, unknown>[], authPath = '/auth') {
   const { routes, match } = compileRoutes(configs.map((c) => routeSchema.parse(c)));
   const dropped: string[] = [];
   const reasons: DroppedBecause[] = [];
@@ -16,16 +16,16 @@ function relocations(configs: Record<string, unknown>[]) {
     routes,
     match,
     publicUrl,
-    isGatewayPath,
+    isGatewayPath: gatewayPaths(authPath),
     onDropped: (route, because) => {
       dropped.push(route.path);
       reasons.push(because);
     },
   });
-  /** The route's Relocate for an answer of `status` to a `method` (default: a 302 to a GET). */
-  const of = (path: string, status = 302, method = 'GET') => {
+  /** The route's Relocate for an answer of `status` to a `method` for `target` (default: a 302 to a GET of `/`). */
+  const of = (path: string, status = 302, method = 'GET', target = '/') => {
     const relocate: Relocate = relocation(routes.find((r) => r.path === path) as CompiledRoute);
-    return (location: string) => relocate(location, status, method);
+    return (location: string) => relocate(location, status, method, target);
   };
   return { of, dropped, reasons };
 }
@@ -170,5 +170,25 @@ describe("a redirect the browser would follow into the gateway's own endpoints o
     expect([307, 308, 301, 302, 303, 200].map((status) => repeatsUnsafe(status, 'PUT'))).toEqual([true, true, true, true, false, false]);
     expect([307, 308, 301, 302, 303].map((status) => repeatsUnsafe(status, 'POST'))).toEqual([true, true, false, false, false]);
     expect(repeatsUnsafe(307, 'GET') || repeatsUnsafe(308, 'HEAD')).toBe(false);
+  });
+});
+
+// Found by review: a relative Location was judged resolved against `/`, where the browser
+// resolves it against the URL it asked for. Fails if location.ts resolves against the origin
+// alone (`${publicOrigin}${target}` → `publicOrigin`).
+describe('a relative redirect, judged where the browser resolves it: against the URL it asked for', () => {
+  it('never names a gateway endpoint under a nested authPath', () => {
+    const { of, reasons } = relocations([{ path: '/bff/api', target: 'http://api:8080' }], '/bff/auth');
+    reasons.length = 0;
+    expect(of('/bff/api', 302, 'GET', '/bff/api/items')('../auth/events')).toBeUndefined();
+    expect(of('/bff/api', 302, 'GET', '/bff/api/items?x=1')('../auth/logout')).toBeUndefined();
+    expect(reasons).toEqual(['gateway_endpoint', 'gateway_endpoint']);
+  });
+
+  it('lets a 307 to a sibling on the same route go', () => {
+    const { of } = relocations([{ path: '/api/orders', target: 'http://orders:8080' }]);
+    expect(of('/api/orders', 307, 'POST', '/api/orders/new')('7')).toBe('7');
+    expect(of('/api/orders', 307, 'POST', '/api/orders/list?page=1')('?page=2')).toBe('?page=2');
+    expect(of('/api/orders', 307, 'POST', '/api/orders/new')('../../elsewhere')).toBeUndefined();
   });
 });
