@@ -2,7 +2,7 @@
  * OpenID Connect Back-Channel Logout 1.0 §2.6: a logout token, parsed at the edge into a typed
  * value or refused with a fixed reason (never the token's own content).
  */
-import { decodeProtectedHeader, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { GatewayError } from '../errors.js';
 import { isFetchFailure, keySetUnavailable } from './errors.js';
 
@@ -45,9 +45,11 @@ const identifier = (value: unknown): string | undefined | null =>
   value === undefined ? undefined : typeof value === 'string' && value !== '' ? value : null;
 
 /**
- * A logout token refused. `signed`: its signature verified (the provider sent it, and refused it
- * is: a clock skew, an audience or claim mismatch), where an unsigned or forged one is anybody's.
- * Only the first kind is worth an operator's attention: the provider's logouts do not take.
+ * A logout token refused. `signed`: a logout token the provider signed (its signature verified
+ * and it carries the back-channel logout event), refused for its claims: a clock skew, an
+ * audience or claim mismatch. Only that kind is worth an operator's attention: the provider's
+ * logouts do not take. Anything else is anybody's to send: a forged token, and any other token
+ * the provider signed, which every user holds (an ID token: the logoutUrl's id_token_hint).
  */
 export class LogoutTokenRefused extends GatewayError {
   constructor(
@@ -64,6 +66,9 @@ const CLAIM_ERRORS: ReadonlySet<string> = new Set(['ERR_JWT_CLAIM_VALIDATION_FAI
 
 const refuse = (reason: string, cause?: unknown) => new LogoutTokenRefused(reason, false, cause);
 const refuseSigned = (reason: string, cause?: unknown) => new LogoutTokenRefused(reason, true, cause);
+
+/** §2.4: the event's value is a JSON object (null and arrays are not). */
+const hasLogoutEvent = (payload: JWTPayload): boolean => isObject(payload.events) && isObject(payload.events[BACKCHANNEL_LOGOUT_EVENT]);
 
 export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, checks: LogoutTokenChecks): Promise<LogoutToken> {
   let header;
@@ -92,12 +97,15 @@ export async function verifyLogoutToken(token: string, jwks: JWTVerifyGetKey, ch
     // retries, where a 400 would drop the logout.
     if (isFetchFailure(err) || keySetUnavailable(err)) throw new GatewayError('provider_unavailable', { cause: err });
     const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' && CLAIM_ERRORS.has(code)) throw refuseSigned('its claims (iss, aud, iat, exp) did not verify', err);
+    if (typeof code === 'string' && CLAIM_ERRORS.has(code)) {
+      // Its signature verified: a logout token of the provider's, or another token it signed.
+      if (hasLogoutEvent(decodeJwt(token))) throw refuseSigned('its claims (iss, aud, iat, exp) did not verify', err);
+      throw refuse('it is no logout token (no back-channel logout event)', err);
+    }
     throw refuse('its signature did not verify', err);
   }
-  // §2.4: the event's value is a JSON object (null and arrays are not).
-  // From here the provider signed it.
-  if (!isObject(payload.events) || !isObject(payload.events[BACKCHANNEL_LOGOUT_EVENT])) throw refuseSigned('it has no back-channel logout event');
+  if (!hasLogoutEvent(payload)) throw refuse('it is no logout token (no back-channel logout event)');
+  // From here the provider signed a logout token.
   if ('nonce' in payload) throw refuseSigned('it carries a nonce');
   // A sid or sub that is there but no string is malformed, not absent: read as absent, a sid of
   // 12345 beside a sub ended every session of the user instead of one provider session's.

@@ -18,7 +18,7 @@
  * - src/oidc/logout-token.ts: `algorithms: [...checks.algorithms],` deleted: wrong-alg fails;
  *   alg-none stays green (jose's jwtVerify never accepts an unsecured JWT, so no src line
  *   guards it alone).
- * - src/oidc/logout-token.ts: `throw refuse('it has no back-channel logout event');` -> `void 0;`:
+ * - src/oidc/logout-token.ts: `if (!hasLogoutEvent(payload)) throw refuse(...)` removed:
  *   no-event and wrong-event fail.
  * - src/oidc/logout-token.ts: the `if ('nonce' in payload) throw ...` line deleted: with-nonce fails.
  * - src/oidc/logout-token.ts: `audience: checks.clientId,` deleted: wrong-aud fails.

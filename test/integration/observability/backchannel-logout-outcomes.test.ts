@@ -13,6 +13,7 @@ import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../support/oidc-provider.js';
 import { startStack, type Stack } from '../../support/stack.js';
+import { tokensOfSession } from '../../support/assertions.js';
 
 let stack: Stack;
 beforeAll(async () => {
@@ -42,4 +43,30 @@ it('counts each outcome, and says at warn only a token the provider signed that 
   const delta = Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
   expect(delta).toEqual({ ended: 1, replayed: 1, refused: 1, invalid: 1 });
   expect(refusals()).toEqual([expect.objectContaining({ level: 40, reason: 'its claims (iss, aud, iat, exp) did not verify' })]);
+});
+
+// Found by review: every user holds a token the provider signed (the ID token, the logoutUrl's
+// id_token_hint). Posted as a logout token it verified, had no logout event, and counted as
+// `refused` at warn: one user could keep BffBackchannelLogoutsRefused firing. A token without the
+// back-channel logout event is `invalid`, fresh or expired. Fails if src/oidc/logout-token.ts
+// refuses a token without the event as signed (`throw refuse('it is no logout token` →
+// `throw refuseSigned('it is no logout token`, either of the two).
+it("counts a user's own ID token posted as a logout token as invalid, and says nothing at warn", async () => {
+  const browser = new BrowserClient();
+  await signIn(browser, stack.gateway.url);
+  const name = stack.config.derived.sessionCookieName;
+  const idToken = (await tokensOfSession(stack.gateway, browser.cookies(stack.gateway.url)[name] as string))?.idToken;
+  expect(idToken).toMatch(/^ey/);
+  const said = refusals().length;
+  const before = await outcomes();
+  expect(await post(idToken as string)).toBe(400);
+  // Signed by the provider, no event, past its age: a claim failure of a token that is no logout token.
+  expect(await post(await stack.provider.signLogoutToken({ sub: 'alice', iat: Math.floor(Date.now() / 1000) - 3600, events: undefined }))).toBe(400);
+  // Signed, fresh, every claim a logout token has but the event.
+  expect(await post(await stack.provider.signLogoutToken({ sub: 'alice', events: undefined }))).toBe(400);
+  const after = await outcomes();
+  expect(after.invalid! - (before.invalid ?? 0)).toBe(3);
+  expect(after.refused).toBe(before.refused);
+  expect(refusals()).toHaveLength(said);
+  expect((await browser.get(`${stack.gateway.url}/auth/user`, { headers: { 'x-csrf': '1' } })).status).toBe(200);
 });
