@@ -82,6 +82,16 @@ export class GatewayError extends Error {
     this.details = options.details;
   }
 
+  /** The same error, saying more headers (Retry-After where the caller knows when to come back). */
+  withHeaders(headers: Record<string, string>): GatewayError {
+    return new GatewayError(this.code, {
+      description: this.description,
+      headers: { ...this.headers, ...headers },
+      ...(this.details ? { details: this.details } : {}),
+      cause: this.cause,
+    });
+  }
+
   toBody(): ErrorBody {
     const base = { error: this.code, error_description: this.description };
     // error and error_description first, and never replaced by a detail.

@@ -13,7 +13,8 @@ import type { ProviderHandle } from '../oidc/client.js';
 import { LogoutTokenRefused, verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
-import { firstSighting, remember } from '../redis/replay.js';
+import { remember } from '../redis/replay.js';
+import { tryLock } from '../redis/lock.js';
 import type { RedisClient } from '../redis/client.js';
 import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
@@ -125,11 +126,13 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
       throw err;
     }
     const jtiKey = deps.keys.logoutJti(digest(`${logout.iss} ${logout.jti}`));
-    // The jti is claimed (for as long as ending may take) before the sessions are ended: of
-    // copies posted together, one ends them (checked first and recorded after, 20 copies at once
-    // were each taken, each ending again what the first ended; found by red team). A failure
-    // while ending lets the claim go, so that the provider's retry of the same token ends them.
-    if (!(await withStore(() => firstSighting(deps.redis, jtiKey, JTI_CLAIM_SECONDS)))) {
+    // The jti is claimed, as a lock held for as long as ending may take, before the sessions are
+    // ended: of copies posted together, one ends them (checked first and recorded after, 20
+    // copies at once were each taken, each ending again what the first ended; found by red team).
+    // A failure while ending lets the claim go (only its own), so that the provider's retry of the
+    // same token ends them; one that Redis would not let go says when the claim lapses.
+    const claim = await withStore(() => tryLock(deps.redis, jtiKey, JTI_CLAIM_SECONDS * 1000));
+    if (claim === undefined) {
       metrics.backchannelLogouts.inc({ outcome: 'replayed' });
       throw new GatewayError('invalid_request', { description: 'The logout_token was refused: its jti was already used.' });
     }
@@ -139,8 +142,8 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
         logout.sid ? registry.endByProviderSession(logout.iss, logout.sid, logout.sub, logout.issuedAt) : registry.endByUser(logout.iss, logout.sub as string),
       );
     } catch (err) {
-      await deps.redis.del(jtiKey).catch(() => undefined);
-      throw err;
+      if (await claim.release()) throw err;
+      throw err instanceof GatewayError ? err.withHeaders({ 'Retry-After': String(JTI_CLAIM_SECONDS) }) : err;
     }
     // Remembered past the token's life by the clock margin: a process behind this one's clock
     // takes the token for that much longer. The sessions are ended whatever this answers: should

@@ -13,7 +13,8 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call
 const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
 export interface Lock {
-  release(): Promise<void>;
+  /** Lets it go if still held; false when Redis could not be told (it then lapses with its TTL). */
+  release(): Promise<boolean>;
   /** Re-arms the TTL it was taken with, if still held; false when it was lost (expired, taken). */
   extend(): Promise<boolean>;
 }
@@ -35,8 +36,10 @@ export async function tryLock(redis: RedisClient, key: string, ttlMs: number): P
     async release() {
       try {
         await redis.eval(RELEASE, 1, key, token);
+        return true;
       } catch {
         // The TTL frees it anyway.
+        return false;
       }
     },
     async extend() {

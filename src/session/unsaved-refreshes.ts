@@ -95,7 +95,7 @@ export function createUnsavedRefreshes(options: UnsavedRefreshesOptions): Unsave
   function settle(key: string, entry: Kept, outcome: SettledOutcome): void {
     if (kept.get(key) === entry) kept.delete(key);
     // Best effort: the lock's TTL frees it anyway.
-    entry.released = entry.lock?.release().catch(() => undefined);
+    entry.released = entry.lock?.release().then(() => undefined);
     if (kept.size === 0 && timer) {
       clearInterval(timer);
       timer = undefined;

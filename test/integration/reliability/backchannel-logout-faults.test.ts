@@ -47,7 +47,7 @@ const postLogoutToken = (token: string) => calls.postLogoutToken(stack.gateway.u
 
 describe('back-channel logout', () => {
   // Fails if, in http/session-routes.ts, the claim on the jti is not let go when ending fails
-  // (`await deps.redis.del(jtiKey)` removed): the jti is then spent by the delivery that failed,
+  // (`if (await claim.release()) throw err;` → `if (false) throw err;`): the jti is then spent by the delivery that failed,
   // and the retry is refused as a replay.
   it('a delivery that failed in Redis can be retried with the same token, which then ends the sessions', async () => {
     const alice = await signedInAs('alice');
@@ -65,6 +65,21 @@ describe('back-channel logout', () => {
 
     // Once it succeeded, the token is spent.
     expectErrorBody(await postLogoutToken(token), 'invalid_request', 400);
+  });
+
+  // Found by review: when Redis would not let the claim go either, the provider's retry within
+  // the claim's 30 s was refused as a replay (400, which providers do not retry). The 503 says
+  // when to come back. Fails if, in http/session-routes.ts, the failure is rethrown as it is
+  // (`if (await claim.release()) throw err;` → `await claim.release(); throw err;`).
+  it('a delivery whose claim Redis would not let go either says when to retry (Retry-After)', async () => {
+    const token = await stack.provider.signLogoutToken({ sub: 'alice' });
+    await deny('hgetall');
+    await deny('eval');
+    const failed = await postLogoutToken(token);
+    await allow('eval');
+    await allow('hgetall');
+    expectErrorBody(failed, 'session_store_unavailable', 503);
+    expect(failed.headers.get('retry-after')).toBe('30');
   });
 
   // Found by red team: the jti was checked before the sessions were ended and recorded after, so

@@ -34,7 +34,7 @@ describe('unsaved refreshes', () => {
   it('keeps a set while Redis fails and writes it (once) when Redis answers, releasing the lock', async () => {
     const { store, writes, settled } = harness([new Error('down'), 'written']);
     let released = 0;
-    store.keep('d1', 4, set(5), { release: async () => void (released += 1), extend: async () => true });
+    store.keep('d1', 4, set(5), { release: async () => ((released += 1), true), extend: async () => true });
     await expect(store.flush('d1', 4)).rejects.toThrow('down');
     expect(store.size).toBe(1);
     await expect(store.flush('d1', 4)).resolves.toEqual({ version: 5, tokens: set(5) });
@@ -49,7 +49,7 @@ describe('unsaved refreshes', () => {
   it('gives a set up when the stored version moved on or the session is gone, releasing its lock', async () => {
     const { store, settled } = harness(['stale', 'missing']);
     let released = 0;
-    const lock = { release: async () => void (released += 1), extend: async () => true };
+    const lock = { release: async () => ((released += 1), true), extend: async () => true };
     store.keep('d1', 1, set(2), lock);
     store.keep('d2', 1, set(2), lock);
     await expect(store.flush('d1', 1)).resolves.toBeUndefined();
@@ -84,7 +84,7 @@ describe('unsaved refreshes', () => {
   it('on close, writes each kept set once more (Redis is back before the next retry) and releases its lock after', async () => {
     const { store, writes, settled } = harness([new Error('down'), 'written']);
     const order: string[] = [];
-    store.keep('d1', 4, set(5), { release: async () => void order.push('release'), extend: async () => true });
+    store.keep('d1', 4, set(5), { release: async () => (order.push('release'), true), extend: async () => true });
     await expect(store.flush('d1', 4)).rejects.toThrow('down');
     expect(writes).toHaveLength(1);
 
@@ -98,7 +98,7 @@ describe('unsaved refreshes', () => {
   it('on close, gives a set up when its last write fails too or it has expired, releasing every lock before resolving', async () => {
     const { store, writes, settled, advance } = harness([new Error('down'), new Error('still down')]);
     let released = 0;
-    const lock = { release: () => new Promise<void>((resolve) => setTimeout(() => resolve(void (released += 1)), 10)), extend: async () => true };
+    const lock = { release: () => new Promise<boolean>((resolve) => setTimeout(() => resolve(((released += 1), true)), 10)), extend: async () => true };
     store.keep('old', 1, set(2), lock);
     advance(600);
     store.keep('d1', 1, set(2), lock);
@@ -128,7 +128,7 @@ describe('unsaved refreshes', () => {
       retryMs: 20,
       onSettled: (outcome, digest) => settled.push(`${outcome}:${digest}`),
     });
-    store.keep('d1', 1, set(2), { release: async () => undefined, extend: async () => (extended += 1) > 0 });
+    store.keep('d1', 1, set(2), { release: async () => true, extend: async () => (extended += 1) > 0 });
     await store.close(5_000);
     expect(writes).toEqual(['d1', 'd1', 'd1']);
     expect(settled).toEqual(['saved:d1']);
@@ -157,7 +157,7 @@ describe('unsaved refreshes', () => {
       },
       retryMs: 1000,
     });
-    store.keep('d1', 1, set(2), { release: async () => undefined, extend: async () => (extended += 1) > 0 });
+    store.keep('d1', 1, set(2), { release: async () => true, extend: async () => (extended += 1) > 0 });
     store.keep('d2', 1, set(2));
     await jest.advanceTimersByTimeAsync(1000);
     expect(writes).toEqual(['d1', 'd2']);
