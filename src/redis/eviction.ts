@@ -27,23 +27,27 @@ export function parseMemoryInfo(info: string): EvictionSetting | undefined {
 /** Without a limit (0) Redis evicts nothing, whatever the policy says. */
 export const mayEvict = (setting: EvictionSetting): boolean => setting.maxmemoryBytes > 0 && setting.policy !== 'noeviction';
 
-/** The setting of every node the client writes to (each master of a Cluster). */
-export async function readEvictionSettings(client: RedisClient): Promise<EvictionSetting[]> {
-  const settings = await Promise.all(writtenNodes(client).map(async (node) => parseMemoryInfo(await node.info('memory'))));
-  return settings.filter((s): s is EvictionSetting => s !== undefined);
-}
+/** Each node's `INFO memory`, or undefined for a node that could not say (refused, gone). */
+const infoOf = (node: RedisClient): Promise<string | undefined> => node.info('memory').catch(() => undefined);
 
 /**
  * Reads the settings now, at each (re)connection, and whenever a Cluster's masters change (a
  * replica promoted within a shard is no reconnection of the Cluster client: found by review),
- * and reports them. A node that cannot say (INFO refused, Redis gone again) is left unreported
- * until the next check.
+ * and reports them once every node has said. A node that cannot say (INFO refused, Redis gone
+ * again) leaves the last report standing, and is not counted as read: a Cluster's next slot
+ * refresh asks again (one failed node had every master counted as read, and none was asked
+ * again until the masters changed: found by review).
  */
 export function watchEvictionSettings(client: RedisClient, report: (settings: EvictionSetting[]) => void): void {
   let read = new Set<RedisClient>();
   const check = () => {
-    read = new Set(writtenNodes(client));
-    readEvictionSettings(client).then(report, () => undefined);
+    const nodes = writtenNodes(client);
+    read = new Set(nodes);
+    void Promise.all(nodes.map(infoOf)).then((infos) => {
+      infos.forEach((info, i) => info === undefined && read.delete(nodes[i]!));
+      if (infos.includes(undefined)) return;
+      report(infos.map((info) => parseMemoryInfo(info as string)).filter((s): s is EvictionSetting => s !== undefined));
+    });
   };
   client.on('ready', check);
   // A Cluster's slot map is read again every few seconds (client.ts); other clients never say this.

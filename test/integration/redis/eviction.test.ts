@@ -112,6 +112,33 @@ describe('a Redis Cluster', () => {
     }
   }, 60_000);
 
+  // Found by review: one master that could not say (INFO refused) failed the whole read, every
+  // master counted as read, and none was asked again until the masters changed: the evicting
+  // master went unsaid for good. Fails if watchEvictionSettings counts a node that did not
+  // answer as read (its `read.delete(...)` line removed).
+  it('a master that could not say at first is read again at a later slot refresh', async () => {
+    const cluster = await startRedisCluster({ masters: 3 });
+    let gw: TestGateway | undefined;
+    const evicting = new Redis(cluster.servers[1]!.url);
+    try {
+      await evicting.config('SET', 'maxmemory', '64mb');
+      await evicting.config('SET', 'maxmemory-policy', 'allkeys-lru');
+      // The gateway connects as the default user: INFO refused on that one master.
+      await evicting.call('ACL', 'SETUSER', 'default', '-info');
+      gw = await gatewayOn({ nodes: cluster.nodes });
+      expect((await fetch(`${gw.url}/readyz`, { signal: AbortSignal.timeout(10_000) })).status).toBe(200);
+      expect(warnings(gw)).toEqual([]);
+      await evicting.call('ACL', 'SETUSER', 'default', '+info');
+      await eventually('the warning, at a later slot refresh', 30_000, async () => warnings(gw!).length === 1);
+      expect(warnings(gw)[0]).toMatchObject({ policy: 'allkeys-lru', nodes: 1 });
+      expect(await mayEvictGauge(gw)).toBe(1);
+    } finally {
+      evicting.disconnect();
+      await gw?.close();
+      await cluster.close();
+    }
+  }, 60_000);
+
   // Found by review: a replica promoted within a shard is no reconnection of the Cluster client,
   // so its setting went unread. Fails if watchEvictionSettings has no 'refresh' listener.
   it('a replica promoted to master is read as it is promoted', async () => {
