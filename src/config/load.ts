@@ -6,7 +6,7 @@ import { configSchema } from './schema.js';
 import { derive, deepFreeze, type Config } from './derive.js';
 import { interpolate, type InterpolationProblem, type TypedPlaceholder } from './interpolate.js';
 import { formatPath, formatZodIssues, schemaKeys } from './format-issues.js';
-import { tracingEndpointFromEnv } from './otel-env.js';
+import { tracesUrl, tracingEndpointFromEnv } from './otel-env.js';
 import { unsafeEnvironment } from './safety.js';
 
 export type { Config } from './derive.js';
@@ -135,8 +135,9 @@ function applyEnvOverrides(doc: unknown, env: Readonly<Record<string, string | u
 }
 
 /**
- * observability.tracing.endpoint from the OTel environment variables (otel-env.ts), only when
- * the file sets none. A malformed section is left to the schema to report.
+ * observability.tracing.endpoint: the file's, a bare origin taken as the collector's base
+ * (otel-env.ts tracesUrl); else from the OTel environment variables (otel-env.ts), whose
+ * traces URL is used as is. A malformed section is left to the schema to report.
  */
 function applyTracingEnv(doc: unknown, env: Readonly<Record<string, string | undefined>>): string | undefined {
   if (doc === null || typeof doc !== 'object') return undefined;
@@ -144,7 +145,12 @@ function applyTracingEnv(doc: unknown, env: Readonly<Record<string, string | und
   const observability = record.observability ?? {};
   if (observability === null || typeof observability !== 'object') return undefined;
   const tracing = (observability as Record<string, unknown>).tracing ?? {};
-  if (tracing === null || typeof tracing !== 'object' || 'endpoint' in tracing) return undefined;
+  if (tracing === null || typeof tracing !== 'object') return undefined;
+  if ('endpoint' in tracing) {
+    const endpoint: unknown = tracing.endpoint;
+    if (typeof endpoint === 'string' && URL.canParse(endpoint)) record.observability = { ...observability, tracing: { ...tracing, endpoint: tracesUrl(endpoint) } };
+    return undefined;
+  }
   const found = tracingEndpointFromEnv(env);
   if (found === undefined) return undefined;
   if ('problem' in found) return found.problem;

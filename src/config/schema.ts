@@ -3,7 +3,6 @@
  * Objects are strict so that a misspelt key is an error rather than a silently ignored setting.
  * Secrets have no defaults: the demo's values live only in config/default.yaml.
  */
-import { tracesUrl } from './otel-env.js';
 import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
 import { canonicalPath } from './canonical-path.js';
@@ -261,8 +260,8 @@ export const configSchema = z
         /** OpenTelemetry traces: off unless an endpoint is set (or OTEL_EXPORTER_OTLP_ENDPOINT, load.ts). */
         tracing: z
           .strictObject({
-            /** OTLP/HTTP traces URL, as is (e.g. http://otel-collector:4318/v1/traces); a bare origin gets /v1/traces. */
-            endpoint: withoutParts({ userinfo: 'must not carry credentials' }).transform(tracesUrl).optional(),
+            /** OTLP/HTTP traces URL, as is (e.g. http://otel-collector:4318/v1/traces); a bare origin in the file gets /v1/traces (load.ts). */
+            endpoint: withoutParts({ userinfo: 'must not carry credentials' }).optional(),
             /** Make the gateway's spans children of the browser's traceparent (else it is ignored). */
             trustIncoming: z.boolean().default(false),
             serviceName: z.string().min(1).max(100).default('bff-gateway'),

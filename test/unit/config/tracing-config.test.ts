@@ -48,8 +48,8 @@ describe('observability.tracing', () => {
   });
 
   // SPEC §2's example names the collector's origin alone; used as is, every span went to `/`,
-  // which a collector answers 404. Fails if schema.ts keeps the endpoint as written
-  // (`.transform(tracesUrl)` removed).
+  // which a collector answers 404. Fails if load.ts keeps the file's endpoint as written
+  // (`endpoint: tracesUrl(endpoint)` → `endpoint`).
   it("takes a bare origin in the file as the collector's base, and any path or query as written", () => {
     expect(tracingOf({ tracing: { endpoint: 'http://otel-collector:4318' } }).endpoint).toBe('http://otel-collector:4318/v1/traces');
     expect(tracingOf({ tracing: { endpoint: 'https://otel.example/' } }).endpoint).toBe('https://otel.example/v1/traces');
@@ -64,6 +64,13 @@ describe('observability.tracing', () => {
       endpoint: 'http://collector:4318/v1/traces',
       trustIncoming: true,
     });
+  });
+
+  // Found by review: the file's rule reached the variable too (the schema rewrote whatever it
+  // was given), where the OTel spec and the README use it as is. Fails if the rewrite is made
+  // on the parsed config rather than on the file's value alone.
+  it('uses a bare-origin OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is', () => {
+    expect(tracingOf(undefined, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318' }).endpoint).toBe('http://collector:4318');
   });
 
   it('uses OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, before the base one', () => {
