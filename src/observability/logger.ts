@@ -31,6 +31,8 @@ const REDACT = [
   '*.logout_token',
 ];
 
+const REDACTED = '[redacted]';
+
 export interface LoggerOptions {
   level?: string;
   destination?: DestinationStream;
@@ -43,8 +45,8 @@ interface SerializedError {
   type: string;
   /** A Node or library error code (CERT_HAS_EXPIRED, ECONNREFUSED): never a secret, so shown. */
   errorCode?: string;
-  /** Any other code (a provider's OAuth `error`, which may quote what it was sent): redacted. */
-  code?: string;
+  /** Any other code (a provider's OAuth `error`, which may quote what it was sent): only said to be there. */
+  code?: '[redacted]';
   message: string;
   cause?: SerializedError;
 }
@@ -75,11 +77,10 @@ export function serializeError(err: unknown, depth = 0): SerializedError {
     // A known code's shape: `*.code` redaction hid them all (found by the TLS red team).
     ...(isErrorCodeName(code)
       ? { errorCode: code }
-      : typeof code === 'string'
-        ? { code }
-        : typeof oauthError === 'string'
-          ? { code: oauthError }
-          : {}),
+      : // Redacted here, at every depth of the cause chain: the `*.code` path reaches the top only.
+        typeof code === 'string' || typeof oauthError === 'string'
+        ? { code: REDACTED }
+        : {}),
   };
   if (isError(err.cause) && depth < 3) out.cause = serializeError(err.cause, depth + 1);
   return out;
@@ -90,7 +91,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     {
       level: options.level ?? 'info',
       base: options.base ?? { service: 'bff-gateway' },
-      redact: { paths: REDACT, censor: '[redacted]' },
+      redact: { paths: REDACT, censor: REDACTED },
       serializers: { err: serializeError, error: serializeError },
       timestamp: pino.stdTimeFunctions.isoTime,
       ...(options.mixin ? { mixin: options.mixin } : {}),

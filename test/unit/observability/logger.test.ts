@@ -85,6 +85,18 @@ describe('error codes in the log', () => {
     expect(logged(foreign)).not.toContain('rt_SECRET42');
   });
 
+  // Found by review: the `*.code` redaction path reaches the top of the line only, so a cause's
+  // code that is no code-shaped constant was logged in clear. Fails if serializeError keeps such a
+  // code as it is (`{ code: REDACTED }` → `{ code }`).
+  it("redacts a cause's code and OAuth error too, at any depth", () => {
+    const cause = Object.assign(new Error('x'), { code: 'invalid_grant rt_SECRET42' });
+    const deeper = Object.assign(new Error('y'), { error: 'invalid_grant rt_SECRET43' });
+    const log = logged(new TypeError('outer', { cause: new Error('middle', { cause: Object.assign(cause, { cause: deeper }) }) }));
+    expect(log).not.toContain('rt_SECRET42');
+    expect(log).not.toContain('rt_SECRET43');
+    expect(log).toContain('"code":"[redacted]"');
+  });
+
   it('redacts any other code, and a provider\'s OAuth error, which may quote what it was sent', () => {
     expect(logged(Object.assign(new Error('x'), { code: 'refresh rt_SECRET42' }))).not.toContain('rt_SECRET42');
     expect(logged(Object.assign(new Error('x'), { error: 'invalid_grant rt_SECRET42' }))).not.toContain('rt_SECRET42');
