@@ -1,6 +1,7 @@
 /**
  * The process edge: load config, build the runtime and app, listen, drain on SIGTERM.
- * The only module that touches process.* (argv, env, signals, exit codes, stdio).
+ * With worker-ipc.ts (the IPC channel) and process-env.ts (its one check of the environment),
+ * the only module that touches process.* (argv, env, signals, exit codes, stdio).
  */
 import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
@@ -49,7 +50,7 @@ function defaultConfigFile(): string {
   return existsSync(local) ? local : fileURLToPath(new URL('../config/default.yaml', import.meta.url));
 }
 
-const USAGE = 'usage: bff-gateway [--config FILE] [--check]\n  FILE defaults to $BFF_CONFIG, then config/default.yaml\n';
+const USAGE = "usage: bff-gateway [--config FILE] [--check]\n  FILE defaults to $BFF_CONFIG, then config/default.yaml (here, else the package's own)\n";
 
 export interface RunningGateway {
   url: string;

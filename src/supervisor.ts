@@ -95,7 +95,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
         heardAt.delete(worker);
         logger.error(
           { event: 'worker_unresponsive', worker: worker.id, pid: worker.process.pid, silentMs: Math.round(performance.now() - heard) },
-          'a worker answered no heartbeat; killing it (it is restarted)',
+          'a worker answered no heartbeat; killing it',
         );
         worker.process.kill('SIGKILL');
       } else {

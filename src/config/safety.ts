@@ -38,7 +38,7 @@ const distinct = (values: Iterable<unknown>) => new Set(values).size;
 export function unsafeEnvironment(env: Readonly<Record<string, string | undefined>>): string[] {
   return env.NODE_TLS_REJECT_UNAUTHORIZED === '0'
     ? [
-        'NODE_TLS_REJECT_UNAUTHORIZED: 0 makes Node accept any certificate on every hop (provider, upstreams, Redis), so the client secret and users\' tokens go to whoever answers; unset it (a private CA is trusted with NODE_EXTRA_CA_CERTS)',
+        'NODE_TLS_REJECT_UNAUTHORIZED: 0 makes Node accept any certificate on every hop it governs (the provider, https upstreams; Redis and wss are checked regardless), so the client secret and users\' tokens go to whoever answers; unset it (a private CA is trusted with NODE_EXTRA_CA_CERTS)',
       ]
     : [];
 }

@@ -1,7 +1,9 @@
 /**
  * The gateway's own endpoints as fixed names, for span names (request-tracing.ts) and metric
  * labels (metrics-route.ts) alike: one list, so a trace and a metric name the same endpoint the
- * same way. Never the request's own path: no id, token or query can reach a name.
+ * same way. Never the request's own path: no id, token or query can reach a name. The same list
+ * says which methods each answers (a 405's `Allow`, app.ts) and which paths are the gateway's
+ * own (an upstream's redirect never names one: proxy/location.ts).
  */
 
 /**

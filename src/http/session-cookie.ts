@@ -67,7 +67,6 @@ export function sessionCookieOptions(config: Config): CookieOptions {
   };
 }
 
-/** Expires the session cookie; works on a bare ServerResponse (the proxy path has no Express). */
 /**
  * What a browser is told to forget when a user's session ends here (a logout, another user's
  * sign-in over it): its cached answers and the SPA's storage. Not "cookies": it clears the
@@ -78,6 +77,7 @@ export function clearSiteData(res: ServerResponse): void {
   res.setHeader('Clear-Site-Data', '"cache", "storage"');
 }
 
+/** Expires the session cookie; works on a bare ServerResponse (the proxy path has no Express). */
 export function clearSessionCookie(res: ServerResponse, config: Config): void {
   res.appendHeader(
     'Set-Cookie',

@@ -260,7 +260,7 @@ export async function sumWorkerMetrics(answers: unknown[][], unanswered: number)
   const registry = AggregatorRegistry.aggregate(answers);
   new Gauge({
     name: 'bff_cluster_workers_unanswered',
-    help: 'Workers whose metrics are missing from this scrape: they did not answer the primary in time (hung, or still starting).',
+    help: 'Workers whose metrics are missing from this scrape: they did not answer the primary in time (hung, dying, or failed to collect).',
     registers: [registry],
   }).set(unanswered);
   return { contentType: registry.contentType, body: await registry.metrics() };

@@ -110,7 +110,7 @@ export interface SessionRecords {
    * (unreplicated-writes.ts), where the promoted replica may hold any earlier version of the chain.
    */
   raiseTokens(digest: string, next: SealedTokens): Promise<CasResult>;
-  /** Deletes the record, and what take() kept of it. */
+  /** Deletes the record (what take() kept of it goes with takeKept() or dropKept()). */
   remove(digest: string): Promise<void>;
   /**
    * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot

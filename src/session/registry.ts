@@ -133,8 +133,8 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     let stored: StoredSession | undefined;
     try {
       // The note is read only for whether the end revokes (endedWithRevocation), by every
-      // process version: a revoking end whose reason is not one (another user's session,
-      // replaced) is noted as `revoked`.
+      // process version: a revoking end whose reason is not one (a trimmed session, `expired`)
+      // is noted as `revoked`.
       const noted = revokes && !REVOKING.has(reason) ? 'revoked' : reason;
       stored = await records.take(sessionDigest, { reason: noted, ttlSeconds: ENDED_MEMORY_SECONDS, revokes, keep: how.keep === true });
     } catch (err) {

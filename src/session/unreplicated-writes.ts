@@ -6,12 +6,12 @@
  * token set whose refresh token the provider had already rotated away (the next refresh:
  * invalid_grant, the user signed out). Found by red team.
  *
- * After each such write the gateway asks for one replica's acknowledgement (WAIT, bounded). A
+ * After each such write the gateway asks for every connected replica's acknowledgement (WAIT, bounded). A
  * write not acknowledged is remembered and applied again after each reconnect of the client (a
  * failover is one: the client follows Sentinel to the promoted replica), until a WAIT on the
  * connection it was last applied through confirms it, or for `keepMs`. Applying again is safe:
- * an end of a session already gone ends nothing, and a token set is a compare-and-set over the
- * version it replaced. The answer is not held back: the write is done on the master, and a
+ * an end of a session already gone ends nothing, and a token set is raised over any earlier
+ * version (records.raiseTokens), never over a later one nor a deleted record. The answer is not held back: the write is done on the master, and a
  * replica that is down, not lagging, would otherwise hold every logout.
  *
  * This narrows the window to the writes of a process that dies with the master; it does not
@@ -21,7 +21,7 @@ import type { ReplicaAcks } from '../redis/replica-acks.js';
 
 export interface UnreplicatedWrites {
   /**
-   * After a write: returns once a replica acknowledged it, or it is remembered, under `key`
+   * After a write: returns once the replicas acknowledged it, or it is remembered, under `key`
    * (a later write of the same key replaces it), to be made again by `reapply`.
    */
   confirm(key: string, reapply: () => Promise<unknown>): Promise<void>;
