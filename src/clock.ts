@@ -69,9 +69,15 @@ export function atMostEveryPerKey(ms: number, clock: () => number): (key: string
   };
 }
 
-/** What `work` settles to, or `fallback` once `ms` have passed (the timer cleared either way). */
-export function within<T>(work: Promise<T>, ms: number, fallback: T): Promise<T> {
+/**
+ * What `work` settles to, or `fallback` once `ms` have passed (the timer cleared either way).
+ * `unref`: the bound alone keeps no process alive (a caller that may be let go at exit).
+ */
+export function within<T>(work: Promise<T>, ms: number, fallback: T, options: { unref?: boolean } = {}): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const bound = new Promise<T>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms), fallback)));
+  const bound = new Promise<T>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, ms), fallback);
+    if (options.unref) timer.unref();
+  });
   return Promise.race([work, bound]).finally(() => clearTimeout(timer));
 }

@@ -158,14 +158,7 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
       .then(() => options.onOutcome?.(anyFailed ? 'failure' : 'success'))
       .finally(passTurn);
     track(finished);
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, waitMs);
-      timer.unref();
-      void finished.then(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    return within(finished, waitMs, undefined, { unref: true });
   }
 
   function track(work: Promise<void>): void {
