@@ -91,7 +91,8 @@ export function createSuccession(redis: RedisClient, keys: Keys, end: End, userO
     const otherUser = of !== undefined && of !== user;
     // Another user's tabs are told `revoked`: `replaced` tells an SPA to reconnect, and it went
     // on as the next user with the first one's data on screen (found by a red team in Chromium).
-    const stored = await end(sessionDigest, otherUser ? 'revoked' : 'replaced', { revokes: otherUser });
+    // `revoked` revokes the grant (another user's must not live on); `replaced` does not.
+    const stored = await end(sessionDigest, otherUser ? 'revoked' : 'replaced');
     if (stored) ended.push({ digest: sessionDigest, stored, ...(otherUser ? { otherUser } : {}) });
   }
   async function replaceAll(digests: Iterable<string>, user: string): Promise<EndedSession[]> {
