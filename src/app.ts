@@ -26,7 +26,7 @@ import { asksUpgrade } from './http/server-options.js';
 import { createSessionRoutes } from './http/session-routes.js';
 import { createStatic } from './http/static.js';
 import { GatewayError } from './errors.js';
-import { allowedMethods } from './http/endpoints.js';
+import { allowedMethods, PROBES } from './http/endpoints.js';
 import { canonicalTarget, refusedPath } from './proxy/canonical-path.js';
 import { announcesBody } from './proxy/headers.js';
 
@@ -166,7 +166,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
   app.use(config.server.authPath, events);
 
   // A gateway endpoint asked with a method it does not answer: 405 with the ones it does (RFC 9110 §15.5.6).
-  const servedProbes = new Set(['/healthz', '/readyz', ...(config.server.metricsPort === undefined ? ['/metrics'] : [])]);
+  const servedProbes = new Set([...PROBES].filter((probe) => probe !== '/metrics' || config.server.metricsPort === undefined));
   app.use((req, _res, next) => {
     const allow = allowedMethods(req.path, config.server.authPath, servedProbes);
     next(allow === undefined ? undefined : new GatewayError('method_not_allowed', { headers: { allow } }));

@@ -18,7 +18,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Runtime } from '../runtime.js';
 import { GatewayError } from '../errors.js';
 import { createCredentialResolver, type LoadedSession } from '../proxy/bearer.js';
-import { fromUpstreamError } from '../proxy/errors.js';
+import { fromUpstreamError, UPSTREAM_ERROR_KINDS } from '../proxy/errors.js';
 import { compileRoutes, needsSession, type CompiledRoute } from '../proxy/routes.js';
 import { createDpopProofs } from '../proxy/dpop-proofs.js';
 import { createLongLivedAnswers, createStreamLimit, trackStream, type LongLivedAnswers } from '../proxy/streams.js';
@@ -146,7 +146,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
     metrics.openProxiedStreams.set({ route: route.path }, 0);
     // At 0 from the start (README, Metrics): a series that appears with its first errors has
     // them left out of every rate(), the alert's included.
-    for (const kind of ['bad_gateway', 'gateway_timeout']) metrics.upstreamErrors.inc({ route: route.path, kind }, 0);
+    for (const kind of UPSTREAM_ERROR_KINDS) metrics.upstreamErrors.inc({ route: route.path, kind }, 0);
   }
   const longLived = new Map<string, LongLivedAnswers>(
     routes.map((route) => {

@@ -22,6 +22,7 @@ import { asksForWebSocket } from './server-options.js';
 import type { CompiledRoute, RouteMatcher } from '../proxy/routes.js';
 import type { Upstream } from '../proxy/upstream.js';
 import { tooManyHeaderFields } from './header-fields.js';
+import { UPSTREAM_ERROR_KINDS } from '../proxy/errors.js';
 import type { HeldSessions } from '../session/held.js';
 import { createOpenCount, STREAM_RETRY_AFTER, type StreamLimit } from '../proxy/streams.js';
 import { atMostEveryPerKey } from '../clock.js';
@@ -199,7 +200,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
           // A client that left during the handshake was answered nothing, and is no upstream's fault.
           if (!socket.destroyed) {
             count(at.route, error.status, started);
-            if (at.route !== undefined && (error.code === 'bad_gateway' || error.code === 'gateway_timeout')) metrics.upstreamErrors.inc({ route: at.route, kind: error.code });
+            if (at.route !== undefined && UPSTREAM_ERROR_KINDS.has(error.code)) metrics.upstreamErrors.inc({ route: at.route, kind: error.code });
           }
           refuse(socket, error);
         },
