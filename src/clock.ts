@@ -69,6 +69,9 @@ export function atMostEveryPerKey(ms: number, clock: () => number): (key: string
   };
 }
 
+/** setTimeout's longest delay: past it Node fires at once (and warns). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * What `work` settles to, or `fallback` once `ms` have passed (the timer cleared either way).
  * `unref`: the bound alone keeps no process alive (a caller that may be let go at exit).

@@ -9,6 +9,7 @@
  *
  * All state lives in Redis, so workers need nothing from each other.
  */
+import { MAX_TIMER_MS } from './clock.js';
 import cluster, { type Worker } from 'node:cluster';
 import http from 'node:http';
 import type { Config } from './config/load.js';
@@ -158,7 +159,7 @@ export async function startSupervisor(config: Config, count: number, logger: Log
           logger.error({ event: 'worker_killed', worker: worker.id, pid: worker.process.pid }, 'a worker did not drain in time; killed (its calls in flight are cut)');
           worker.process.kill('SIGKILL');
         }
-      }, Math.min(config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000, 2 ** 31 - 1));
+      }, Math.min(config.server.shutdownTimeoutSeconds * 1000 + REFRESH_CLOSE_WAIT_MS + 5000, MAX_TIMER_MS));
       await exited;
       clearTimeout(bound);
       clearInterval(heartbeat);

@@ -3,6 +3,7 @@
  * Objects are strict so that a misspelt key is an error rather than a silently ignored setting.
  * Secrets have no defaults: the demo's values live only in config/default.yaml.
  */
+import { MAX_TIMER_MS } from '../clock.js';
 import { z } from 'zod';
 import { isAcrValue, MAX_ACR_VALUES, MAX_AGE_LIMIT_SECONDS } from './auth-params.js';
 import { canonicalPath } from './canonical-path.js';
@@ -16,7 +17,7 @@ import { csrfHeaderName, headerName } from './header-names.js';
 export { isLoopbackHost } from './hosts.js';
 
 /** The longest wait Node's timers take (2^31 - 1 ms): a longer one fires after 1 ms. */
-export const MAX_TIMER_SECONDS = 2_147_483;
+export const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 /** A wait the gateway times in-process: past MAX_TIMER_SECONDS, Node would end it at once. */
 const seconds = (def: number) =>
   z.number().int().positive().max(MAX_TIMER_SECONDS, `must be at most ${MAX_TIMER_SECONDS} (24.8 days: Node's timers take no longer)`).default(def);

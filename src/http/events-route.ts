@@ -24,6 +24,7 @@
  * oldest closed (closing the oldest would make two sets of tabs take turns forever, each
  * reconnect evicting another). One heartbeat timer serves every open stream.
  */
+import { MAX_TIMER_MS } from '../clock.js';
 import type { IncomingMessage } from 'node:http';
 import { Router, type Request, type Response } from 'express';
 import type { Config } from '../config/load.js';
@@ -183,7 +184,7 @@ export function createEventsRoute(deps: EventsRouteDeps): Router & { close(): vo
     if (untilNotice <= 0) notice();
     else {
       // Past setTimeout's range (a lifetime of weeks) it would fire at once: the heartbeat sends it.
-      if (untilNotice < 2 ** 31) noticeTimer = setTimeout(notice, untilNotice);
+      if (untilNotice <= MAX_TIMER_MS) noticeTimer = setTimeout(notice, untilNotice);
       notices.set(res, { dueAt: endsAt - noticeMs, send: notice });
     }
 

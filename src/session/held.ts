@@ -20,6 +20,7 @@
  *
  * A Redis error never ends anything: the check is tried again later.
  */
+import { MAX_TIMER_MS } from '../clock.js';
 import { sessionEndsAt, type SignedInAt } from './data.js';
 import type { EndReason, SessionEvents } from './events.js';
 
@@ -62,8 +63,6 @@ export interface HeldSessionsOptions {
   onCheckFailed?: (err: unknown) => void;
 }
 
-/** setTimeout's largest delay; longer deadlines are re-armed from there. */
-const MAX_DELAY_MS = 2 ** 31 - 1;
 /** Past the TTL's end: the key is surely gone when the check runs. */
 const EXPIRY_MARGIN_MS = 250;
 /** The first retry of a failed recheck after the bus came back. */
@@ -119,7 +118,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
 
   function armIdle(sessionDigest: string, entry: Entry, delayMs: number): void {
     clearTimeout(entry.idleTimer);
-    entry.idleTimer = setTimeout(() => void checkIdle(sessionDigest, entry), Math.min(Math.max(delayMs, 0), MAX_DELAY_MS));
+    entry.idleTimer = setTimeout(() => void checkIdle(sessionDigest, entry), Math.min(Math.max(delayMs, 0), MAX_TIMER_MS));
     entry.idleTimer.unref();
   }
 
@@ -163,7 +162,7 @@ export function createHeldSessions(options: HeldSessionsOptions): HeldSessions {
     entry.absoluteTimer = setTimeout(() => {
       if (clock() < endsAt) armAbsolute(sessionDigest, entry);
       else end(sessionDigest, entry, 'expired', endsAt);
-    }, Math.min(Math.max(delay, 0), MAX_DELAY_MS));
+    }, Math.min(Math.max(delay, 0), MAX_TIMER_MS));
     entry.absoluteTimer.unref();
   }
 
