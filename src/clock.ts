@@ -69,6 +69,12 @@ export function atMostEveryPerKey(ms: number, clock: () => number): (key: string
   };
 }
 
+/** A dependency's failures (503, 502, 504, a refused upgrade or logout token) are said once per this, per key. */
+export const FAILURE_LOG_INTERVAL_MS = 10_000;
+
+/** The one gate of every failure log line: once per FAILURE_LOG_INTERVAL_MS per key, with the count held back. */
+export const failureLogGate = (clock: () => number): ((key: string) => number | undefined) => atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, clock);
+
 /** setTimeout's longest delay: past it Node fires at once (and warns). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 

@@ -6,10 +6,7 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { atMostEveryPerKey } from '../clock.js';
-
-/** A dependency's failures (503, 502, 504) are said once per this, per code and route. */
-export const FAILURE_LOG_INTERVAL_MS = 10_000;
+import { failureLogGate } from '../clock.js';
 
 function classify(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
@@ -55,7 +52,7 @@ export function createErrorHandler(
   const htmlPaths = new Set(options.htmlPaths ?? []);
   // Redis, the provider or an upstream down fails every call alike: a line each flooded the
   // logs (found by the hygiene red team); their count is in the metrics. A bug is always said.
-  const mayLog = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, options.clock ?? (() => performance.now()));
+  const mayLog = failureLogGate(options.clock ?? (() => performance.now()));
   return function errorHandler(err, req, res, _next) {
     const error = classify(err);
     options.onError?.(error.code);

@@ -28,8 +28,7 @@ import { createRelocation, DROPPED_BECAUSE } from '../proxy/location.js';
 import { endpointOf } from './endpoints.js';
 import { canonicalTarget, refusedPath } from '../proxy/canonical-path.js';
 import type { RequestTracing } from './request-tracing.js';
-import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
-import { atMostEveryPerKey } from '../clock.js';
+import { failureLogGate } from '../clock.js';
 import { createUpgradeHandler, type UpgradeHandler } from './websocket.js';
 import { clearSessionCookie, type SessionReader } from './session-cookie.js';
 import { isSessionGone } from '../session/gone.js';
@@ -91,7 +90,7 @@ export function createProxyRoutes(runtime: Runtime, hooks: ProxyHooks): ProxyRou
   const loginCookiePrefix = `${config.derived.loginCookieName}.`;
   const isGatewayCookie = (name: string) => name === sessionCookie || name.startsWith(loginCookiePrefix);
   // An upstream down fails every call to it alike: one line per interval, with the count.
-  const mayLogUpstreamError = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, runtime.clock);
+  const mayLogUpstreamError = failureLogGate(runtime.clock);
   const resolveCredential = createCredentialResolver({
     config,
     vault: runtime.vault,

@@ -8,7 +8,7 @@ import { GatewayError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { describeProviderError } from '../oidc/errors.js';
-import { atMostEveryPerKey } from '../clock.js';
+import { failureLogGate } from '../clock.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { LogoutTokenRefused, verifyLogoutToken } from '../oidc/logout-token.js';
 import { digest, type Keys } from '../redis/keys.js';
@@ -22,7 +22,6 @@ import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
-import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
 import type { Revoker } from '../oidc/revocation.js';
 
 export interface SessionRouteDeps {
@@ -56,7 +55,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   // claim mismatch) leaves the user signed in here after their logout there: counted and said
   // (once per 10 s per reason), where it was a debug line only (found by the observability red
   // team). An unsigned or forged one is anybody's to send: counted only.
-  const mayLogRefusal = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, deps.clock);
+  const mayLogRefusal = failureLogGate(deps.clock);
   function noteRefused(err: LogoutTokenRefused): void {
     metrics.backchannelLogouts.inc({ outcome: err.signed ? 'refused' : 'invalid' });
     if (!err.signed) return;

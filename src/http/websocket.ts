@@ -25,8 +25,7 @@ import { tooManyHeaderFields } from './header-fields.js';
 import { UPSTREAM_ERROR_KINDS } from '../proxy/errors.js';
 import type { HeldSessions } from '../session/held.js';
 import { createOpenCount, STREAM_RETRY_AFTER, type StreamLimit } from '../proxy/streams.js';
-import { atMostEveryPerKey } from '../clock.js';
-import { FAILURE_LOG_INTERVAL_MS } from './error-handler.js';
+import { failureLogGate } from '../clock.js';
 
 export type UpgradeHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
 
@@ -103,7 +102,7 @@ export function createUpgradeHandler(deps: WebSocketDeps): { handle: UpgradeHand
   const perRoute = createOpenCount();
   // As for HTTP calls (error-handler.ts): a down upstream fails every upgrade alike; the
   // metrics count each, the log says it once per 10 s per code and route. A bug is always said.
-  const mayLog = atMostEveryPerKey(FAILURE_LOG_INTERVAL_MS, deps.clock);
+  const mayLog = failureLogGate(deps.clock);
 
   /**
    * A tunnel is a session's long-lived connection like a proxied event stream (at most
