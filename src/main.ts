@@ -208,8 +208,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   let startOptions: StartOptions = {};
   if (primary) {
     primary.share(runtime.metrics.registry);
-    // Longer than the primary waits for the workers (supervisor.ts), or a hung worker failed the scrape.
-    startOptions = { metricsSource: metricsFromPrimary(config.redis.commandTimeoutMs + 4000), serveMetricsPort: false };
+    startOptions = { metricsSource: metricsFromPrimary(config.redis.commandTimeoutMs), serveMetricsPort: false };
   }
   let gateway: RunningGateway;
   try {

@@ -35,8 +35,7 @@ const FIRST_RESTART_DELAY_MS = 100;
 const MAX_RESTART_DELAY_MS = 10_000;
 
 export async function startSupervisor(config: Config, count: number, logger: Logger): Promise<Supervisor> {
-  // Past a worker's slowest collect (its Redis reads fail within the command timeout).
-  const gather = createWorkerMetricsGatherer(config.redis.commandTimeoutMs + 2000);
+  const gather = createWorkerMetricsGatherer(config.redis.commandTimeoutMs);
   const sumOfWorkers: MetricsSource = async () => {
     const { answers, unanswered } = await gather();
     return sumWorkerMetrics(answers, unanswered);

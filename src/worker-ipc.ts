@@ -14,8 +14,8 @@ import type { Metrics, MetricsSource } from './observability/metrics.js';
 export const HEARTBEAT = 'bff:heartbeat';
 export const HEARTBEAT_ANSWER = 'bff:heartbeat-answer';
 /** The primary asks every worker for its metrics (as prom-client's getMetricsAsJSON). */
-export const WORKER_METRICS_REQUEST = 'bff:worker-metrics-request';
-export const WORKER_METRICS_RESPONSE = 'bff:worker-metrics-response';
+const WORKER_METRICS_REQUEST = 'bff:worker-metrics-request';
+const WORKER_METRICS_RESPONSE = 'bff:worker-metrics-response';
 /** A worker asks the primary for the sum over workers (/metrics on the main port). */
 export const METRICS_REQUEST = 'bff:metrics-request';
 export const METRICS_RESPONSE = 'bff:metrics-response';
@@ -25,7 +25,7 @@ export interface Message {
   id?: number;
 }
 
-export interface WorkerMetricsResponse extends Message {
+interface WorkerMetricsResponse extends Message {
   type: typeof WORKER_METRICS_RESPONSE;
   id: number;
   metrics?: unknown[];
@@ -49,7 +49,7 @@ export function sendToWorker(worker: Worker, message: Message & Record<string, u
 }
 
 /** In a worker: sends if the primary is still connected; a send that fails is dropped. */
-export function sendToPrimary(message: Message & Record<string, unknown>): void {
+function sendToPrimary(message: Message & Record<string, unknown>): void {
   if (process.connected) process.send?.(message, undefined, undefined, () => undefined);
 }
 
@@ -61,10 +61,17 @@ export interface Gathered {
 }
 
 /**
- * In the primary: asks every connected worker for its metrics and settles once all have
- * answered or `deadlineMs` has passed, with what came. A late answer is dropped.
+ * How long the primary waits for the workers' metrics: past a worker's slowest collect (its Redis
+ * reads fail within the command timeout).
  */
-export function createWorkerMetricsGatherer(deadlineMs: number): () => Promise<Gathered> {
+const gatherDeadlineMs = (commandTimeoutMs: number): number => commandTimeoutMs + 2000;
+
+/**
+ * In the primary: asks every connected worker for its metrics and settles once all have
+ * answered or the deadline (gatherDeadlineMs) has passed, with what came. A late answer is dropped.
+ */
+export function createWorkerMetricsGatherer(commandTimeoutMs: number): () => Promise<Gathered> {
+  const deadlineMs = gatherDeadlineMs(commandTimeoutMs);
   let next = 0;
   const pending = new Map<number, (worker: Worker, answer: WorkerMetricsResponse) => void>();
   cluster.on('message', (worker, message: unknown) => {
@@ -112,8 +119,12 @@ export function answerPrimary(): { share(registry: Metrics['registry']): void } 
   return { share: (registry) => void (shared = registry) };
 }
 
-/** In a cluster worker: the primary's sum of every worker's metrics, asked over IPC. */
-export function metricsFromPrimary(timeoutMs: number): MetricsSource {
+/**
+ * In a cluster worker: the primary's sum of every worker's metrics, asked over IPC, waited for
+ * longer than the primary waits for the workers (or a hung worker failed the scrape).
+ */
+export function metricsFromPrimary(commandTimeoutMs: number): MetricsSource {
+  const timeoutMs = gatherDeadlineMs(commandTimeoutMs) + 2000;
   let next = 0;
   const pending = new Map<number, (answer: MetricsResponse | undefined) => void>();
   process.on('message', (message: unknown) => {

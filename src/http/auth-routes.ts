@@ -52,7 +52,7 @@ export interface AuthRouteDeps {
 }
 
 /** A provider clock further off than this is logged (provider_clock_skew). */
-export const PROVIDER_SKEW_WARN_SECONDS = 60;
+const PROVIDER_SKEW_WARN_SECONDS = 60;
 
 const truncate = (value: string | undefined, max: number) => (value ? value.slice(0, max) : undefined);
 

@@ -27,7 +27,7 @@ type Metered = ServerResponse & { [LABEL]?: string; [START]?: number; [CUT]?: tr
  * slow upstream. Both were counted nowhere: an upstream slower than its clients wait paged no
  * one, and the latency histogram never saw them (found by the observability red team).
  */
-export const CLIENT_CLOSED = 499;
+const CLIENT_CLOSED = 499;
 
 /** Marks `res` as cut by the gateway (app.ts: a proxied call failed mid-answer), before it is destroyed. */
 export function markCut(res: ServerResponse): void {

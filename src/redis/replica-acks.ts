@@ -23,7 +23,7 @@ export interface ReplicaAcks {
 }
 
 /** How long a replica once connected is waited for after it went (then it is taken as removed). */
-export const FORGET_REPLICA_MS = 10 * 60_000;
+const FORGET_REPLICA_MS = 10 * 60_000;
 /** How often the replicas connected are counted between writes (a cut may come before any write). */
 const OBSERVE_MS = 5_000;
 
