@@ -26,7 +26,7 @@ import { browserSuite, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startUpstream, type Upstream } from '../support/upstream.js';
 import { withTimeout } from '../support/wait.js';
-import { pageFetch, sessionOf } from '../support/foreign-pages.js';
+import { contextWith, pageFetch, sessionOf } from '../support/foreign-pages.js';
 
 const run = browserSuite('test/e2e/hostile-upstream-redirects.test.ts');
 
@@ -72,12 +72,7 @@ run("a hostile upstream's redirects, followed by the SPA's fetch", () => {
 
   /** Alice's SPA: a page of the gateway's origin, signed in. */
   async function spa(): Promise<Page> {
-    const cookie = await sessionOf(stack, 'alice');
-    context = await withTimeout((browser as Browser).newContext({ bypassCSP: true }), WAIT_MS, 'a new context');
-    context.setDefaultTimeout(WAIT_MS);
-    await context.addCookies([
-      { name: stack.gateway.config.derived.sessionCookieName, value: cookie, domain: new URL(stack.gateway.url).hostname, path: '/', httpOnly: true, sameSite: 'Strict' },
-    ]);
+    context = await contextWith(browser as Browser, stack, await sessionOf(stack, 'alice'), { bypassCSP: true });
     const page = await context.newPage();
     await page.goto(`${stack.gateway.url}/auth/no-such-page`);
     return page;

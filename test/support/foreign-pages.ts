@@ -65,9 +65,12 @@ export async function sessionOf(stack: Stack, user = 'alice'): Promise<string> {
   return client.cookies(stack.gateway.url)[stack.gateway.config.derived.sessionCookieName] as string;
 }
 
-/** A fresh context holding `cookie` as the gateway's session cookie (as the gateway sets it). */
-export async function contextWith(browser: Browser, stack: Stack, cookie: string): Promise<BrowserContext> {
-  const context = await withTimeout(browser.newContext(), WAIT_MS, 'a new context');
+/**
+ * A fresh context holding `cookie` as the gateway's session cookie (as the gateway sets it).
+ * `bypassCSP`: a page may fetch what the gateway's CSP would upgrade to https (tests over http).
+ */
+export async function contextWith(browser: Browser, stack: Stack, cookie: string, options: { bypassCSP?: boolean } = {}): Promise<BrowserContext> {
+  const context = await withTimeout(browser.newContext(options.bypassCSP ? { bypassCSP: true } : {}), WAIT_MS, 'a new context');
   context.setDefaultTimeout(WAIT_MS);
   context.setDefaultNavigationTimeout(WAIT_MS);
   const host = new URL(stack.gateway.url).hostname;
