@@ -143,7 +143,13 @@ export function createUpstream(options: UpstreamOptions): Upstream {
    * body-less requests are resent; their framing headers go too, so that no stale length can
    * ever make the upstream read the connection's next request as this one's body.
    */
+  /** The 'close' listeners httpxy and HPM add to the browser's answer per attempt. */
+  const ATTEMPT_LISTENERS = 4;
   const resend = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    // Each attempt adds its listeners to the same answer, bounded by the attempts (a retry, a
+    // resend, a nonce retry): with the gateway's own, a retried call crossed Node's default of
+    // 10 and printed a MaxListenersExceededWarning to stderr for each such call.
+    res.setMaxListeners(res.getMaxListeners() + ATTEMPT_LISTENERS);
     if (req.headers['content-length'] !== undefined) delete req.headers['content-length'];
     if (req.headers['transfer-encoding'] !== undefined) delete req.headers['transfer-encoding'];
     return server === undefined ? undefined : web(req, res, { ...callOptions, buffer: Readable.from([]) });
