@@ -69,7 +69,8 @@ export type RevokableTokens = GrantedTokens & Pick<TokenSet, 'resources' | 'exch
  * Revocations in flight at once, and waiting for a turn. A back-channel logout ends every
  * session of a user or provider session at once, and a user may hold any number: one logout
  * token for 2,000 sessions opened 2,000 connections to the provider together. Past the queue,
- * a revocation is dropped and logged (the session has ended all the same).
+ * a revocation is dropped and logged (the session has ended all the same; what its end
+ * journaled is tried again later, session/revocation-outbox.ts).
  */
 export const MAX_REVOCATIONS_IN_FLIGHT = 16;
 export const MAX_REVOCATIONS_QUEUED = 10_000;
@@ -92,12 +93,13 @@ export type RevocationOutcome = 'success' | 'failure' | 'dropped';
 
 /**
  * Best-effort revocation (RFC 7009) of a session that has already ended locally: a slow or
- * failing provider is logged, never allowed to keep the session alive, and never retried (the
- * session is gone, so nothing would remember to; the tokens expire on their own). Resolves once
- * the revocation is done or `waitMs` has passed, whichever is first; never rejects nor throws.
+ * failing provider is logged, never allowed to keep the session alive, and not retried here
+ * (session/revocation-outbox.ts retries what an end journaled). Resolves once the revocation is
+ * done or `waitMs` has passed, whichever is first; never rejects nor throws. `settled` is told
+ * how it ended (also past the wait; counted as under way until it returns).
  */
 export interface Revoker {
-  (tokens: RevokableTokens | undefined): Promise<void>;
+  (tokens: RevokableTokens | undefined, settled?: (outcome: RevocationOutcome) => Promise<void> | void): Promise<void>;
   /** Revocations still under way (those that outlived their caller's wait, the background ones). */
   underWay(): number;
   /** Resolves once none is under way (those started meanwhile included), or after `ms`. */
@@ -132,19 +134,22 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
     if (waiting.length === 0) dropping = false;
   }
 
-  function revoke(tokens: RevokableTokens | undefined): Promise<void> {
+  /** `settled` told `outcome` at once (counted and tracked: a release is a Redis command). */
+  function endedAt(outcome: RevocationOutcome, settled: ((outcome: RevocationOutcome) => Promise<void> | void) | undefined): Promise<void> {
+    options.onOutcome?.(outcome);
+    if (settled) track(Promise.resolve().then(() => settled(outcome)).catch(() => undefined));
+    return Promise.resolve();
+  }
+
+  function revoke(tokens: RevokableTokens | undefined, settled?: (outcome: RevocationOutcome) => Promise<void> | void): Promise<void> {
     if (!tokens) return Promise.resolve();
-    if (!provider.isReady()) {
-      options.onOutcome?.('failure');
-      return Promise.resolve();
-    }
+    if (!provider.isReady()) return endedAt('failure', settled);
     const mine = turn();
     if (mine === undefined) {
-      options.onOutcome?.('dropped');
       // Once per overflow: a burst past the queue is one line, not one per session.
       if (!dropping) logger.warn({ event: 'revocation_dropped', queued: waiting.length }, 'too many revocations waiting; dropping the ones past the queue');
       dropping = true;
-      return Promise.resolve();
+      return endedAt('dropped', settled);
     }
     let anyFailed = false;
     const failedHere = (err: unknown) => {
@@ -155,8 +160,13 @@ export function createRevoker(provider: ProviderHandle, logger: Logger, options:
     const finished = mine
       .then(() => revokeWith(provider.get(), tokens, failedHere, extraAccessTokens(tokens)))
       .then(() => undefined, failedHere)
-      .then(() => options.onOutcome?.(anyFailed ? 'failure' : 'success'))
-      .finally(passTurn);
+      .finally(passTurn)
+      .then(async () => {
+        const outcome = anyFailed ? 'failure' : 'success';
+        options.onOutcome?.(outcome);
+        await settled?.(outcome);
+      })
+      .catch(() => undefined);
     track(finished);
     return within(finished, waitMs, undefined, { unref: true });
   }

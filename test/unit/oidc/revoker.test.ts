@@ -88,3 +88,25 @@ it('drops what is past the queue, said in one log line per overflow', async () =
   expect(lines.filter((l) => l.includes('"revocation_dropped"'))).toHaveLength(2);
   expect(lines.join('\n')).not.toMatch(/at-\d|rt-\d/);
 });
+
+// The revocation journal releases an entry only on `success` (session/ended-revocations.ts): a
+// drop past the queue or a provider not ready must say so, or the journal let go of a revocation
+// never sent. Fails if endedAt() tells `settled` 'success' (`settled(outcome)` → `settled('success')`).
+it('tells `settled` how each revocation ended, past the caller\'s wait, and counts it as under way', async () => {
+  const { revoke, finishRunning } = setup(1, 1);
+  const told: string[] = [];
+  const settled = (i: number) => (outcome: string) => void told.push(`${i} ${outcome}`);
+  const answered = [0, 1, 2].map((i) => revoke(tokens(i), settled(i)));
+  await Promise.all(answered);
+  // 0 runs, 1 waits its turn, 2 is past the queue; the callers were answered after their 10 ms.
+  expect(told).toEqual(['2 dropped']);
+  expect(revoke.underWay()).toBe(2);
+  await finishRunning();
+  await finishRunning();
+  await revoke.settle(1000);
+  expect(told.sort()).toEqual(['0 success', '1 success', '2 dropped']);
+  const down = createRevoker({ ...provider, isReady: () => false }, createLogger({ level: 'silent' }));
+  await down(tokens(3), settled(3));
+  await down.settle(1000);
+  expect(told).toContain('3 failure');
+});
