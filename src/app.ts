@@ -139,7 +139,7 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       metrics: runtime.metrics,
       clock: runtime.clock,
       dpopNonces: runtime.dpopNonces,
-      revoke: runtime.revoke,
+      revocations: runtime.revocations,
     }),
   );
 
@@ -149,14 +149,13 @@ export function createApp(runtime: Runtime, options: AppOptions = {}): GatewayAp
       config,
       provider: runtime.provider,
       registry: runtime.registry,
-      vault: runtime.vault,
       redis: runtime.redis,
       keys: runtime.keys,
       sessionMiddleware,
       logger: runtime.logger,
       metrics: runtime.metrics,
       clock: runtime.clock,
-      revoke: runtime.revoke,
+      revocations: runtime.revocations,
     }),
   );
 

@@ -18,7 +18,7 @@ import { logRefresh } from './oidc/grant-log.js';
 import { createProviderSide } from './provider-side.js';
 import { closeRedis, pingRedis, type RedisClient } from './redis/client.js';
 import { createReplicaAcks } from './redis/replica-acks.js';
-import { atMostEvery } from './clock.js';
+import { atMostEvery, failureLogGate } from './clock.js';
 import { connectConfiguredRedis } from './startup.js';
 import { refuseUnsafeProcessEnvironment } from './process-env.js';
 import { createRedisTransport } from './redis/pubsub.js';
@@ -31,7 +31,9 @@ import { createHeldSessions, type HeldSessions } from './session/held.js';
 import { createSessionRecords, createViewCache, type SessionRecords } from './session/records.js';
 import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinator } from './session/refresh.js';
 import type { TokenSet } from './session/tokens.js';
-import { createSessionRegistry, type SessionRegistry } from './session/registry.js';
+import { createSessionRegistry, ENDED_MEMORY_SECONDS, type SessionRegistry } from './session/registry.js';
+import { createRevocationOutbox } from './session/revocation-outbox.js';
+import { createEndedRevocations, type EndedRevocations } from './session/ended-revocations.js';
 import { RedisSessionStore } from './session/store.js';
 import { createTransactions, TRANSACTION_TTL_SECONDS, type Transactions } from './session/transactions.js';
 import { createOpenedCache, createTokenVault, type TokenVault } from './session/vault.js';
@@ -73,6 +75,8 @@ export interface Runtime {
   provider: ProviderHandle;
   /** Revokes ended sessions' tokens (oidc/revocation.ts); close() waits for what it has under way. */
   revoke: Revoker;
+  /** Revokes what an end took, journaled until heard, and sweeps what others left (session/ended-revocations.ts). */
+  revocations: EndedRevocations;
   loginLimiter: LoginLimiter;
   clientTokens: ClientTokens;
   /** How often a token an upstream refused may be renewed, shared by all instances (refusal-cooldown.ts). */
@@ -164,10 +168,19 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
         },
       })
     : undefined;
+  const outbox = createRevocationOutbox({
+    redis,
+    keys,
+    sealer,
+    leaseMs: config.session.revocationRetrySeconds * 1000,
+    keptMs: ENDED_MEMORY_SECONDS * 1000,
+    observe: metrics.observeRedis,
+  });
   const registry = createSessionRegistry({
     redis,
     keys,
     records,
+    outbox,
     idleTimeoutSeconds: config.session.idleTimeoutSeconds,
     absoluteTimeoutSeconds: config.session.absoluteTimeoutSeconds,
     clock,
@@ -189,8 +202,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     records,
     vault,
     endSession: async (d) => {
-      // The provider refused the refresh: the grant is gone.
-      await registry.end(d, 'revoked');
+      // The provider refused the refresh: the grant is gone, and there is nothing to revoke.
+      await registry.end(d, 'revoked', { keep: false });
     },
     onRefreshed: (d) => events.publish(d, { type: 'tokens-refreshed' }),
     ...(unreplicated
@@ -235,6 +248,24 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     dpopNonces,
     ...(options.discoveryRetry ? { discoveryRetry: options.discoveryRetry } : {}),
   });
+  const sweepsFailed = failureLogGate(clock);
+  const revocations = createEndedRevocations({
+    outbox,
+    vault,
+    sealer,
+    revoke,
+    // A quarter of the lease: an abandoned revocation is taken up soon after its lease lapses.
+    sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
+    onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
+    onError: (err) => {
+      metrics.redisErrors.inc({ kind: 'command' });
+      const suppressed = sweepsFailed('revocation_outbox');
+      if (suppressed !== undefined) {
+        logger.warn({ event: 'revocation_outbox_failed', reason: describeProviderError(err), suppressed }, 'the revocation outbox could not be read or released; it is tried again at the next sweep (said once per 10 s)');
+      }
+    },
+  });
+  revocations.start();
   async function revokeOrphan(sessionDigest: string, tokens: TokenSet): Promise<void> {
     try {
       const revoked = await registry.endedWithRevocation(sessionDigest);
@@ -267,6 +298,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     held,
     provider,
     revoke,
+    revocations,
     loginLimiter: createLoginLimiter(redis, keys, config.rateLimit.loginPerMinute, TRANSACTION_TTL_SECONDS),
     refusals,
     dpopNonces,
@@ -284,6 +316,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       // In one bound: the refreshes first, as their last writes may orphan a set whose
       // revocation (with its Redis read) then joins the ones under way.
       const deadline = performance.now() + REFRESH_CLOSE_WAIT_MS;
+      revocations.stop();
       await coordinator.close();
       await revoke.settle(deadline - performance.now());
       held.close();

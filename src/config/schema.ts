@@ -218,6 +218,12 @@ export const configSchema = z
       idleTimeoutSeconds: lifetimeSeconds(1800),
       absoluteTimeoutSeconds: lifetimeSeconds(43200),
       maxPerUser: z.number().int().min(1).max(10_000).default(50),
+      /**
+       * How long an ended session's revocation is its own process's before any instance takes it
+       * up (its process died, or the provider failed it), and how often it is tried again until
+       * the kept record expires (10 minutes): session/revocation-outbox.ts.
+       */
+      revocationRetrySeconds: z.number().int().min(1).max(300).default(60),
     }),
     redis: z
       .strictObject({

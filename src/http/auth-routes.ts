@@ -29,7 +29,7 @@ import { oneParam, queryOf } from './query.js';
 import { appUrl, isSameOriginRelativePath } from './return-to.js';
 import { clearSessionCookie, clearSiteData, createCookieVerifier, destroy, regenerate, save } from './session-cookie.js';
 import { createSignedInHandlers } from './signed-in-routes.js';
-import type { Revoker } from '../oidc/revocation.js';
+import type { EndedRevocations } from '../session/ended-revocations.js';
 import { clientAddress, compileTrust } from '../proxy/trust.js';
 import { generateDpopKey, jwkThumbprint } from '../crypto/dpop.js';
 import type { NonceSource } from '../oidc/dpop.js';
@@ -47,8 +47,8 @@ export interface AuthRouteDeps {
   clock?: () => number;
   /** Shared DPoP nonces (redis/dpop-nonces.ts), for the code exchange's proof. */
   dpopNonces: NonceSource;
-  /** The runtime's revoker (shutdown waits for what it has under way). */
-  revoke: Revoker;
+  /** The runtime's revocations of ended sessions (journaled; shutdown waits for what is under way). */
+  revocations: EndedRevocations;
 }
 
 /** A provider clock further off than this is logged (provider_clock_skew). */
@@ -65,7 +65,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   const loginCookies = createLoginCookies(config);
   // The login rate limit counts per client, as the trusted hops say (one rule: proxy/trust.ts).
   const trust = compileTrust(config.server.trustProxy);
-  const { revoke } = deps;
+  const { revocations } = deps;
   const router = Router();
   const verifySessionCookie = createCookieVerifier(derived.sessionCookieName, config.session.secrets);
   const bounceCrossSite = createLoginBounce(config);
@@ -156,7 +156,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
    * computer's next user signing in over the last).
    */
   function revokeOtherUsers(ended: readonly EndedSession[]): void {
-    for (const { digest: d, stored, otherUser } of ended) if (otherUser) void revoke(vault.openEnded(d, stored.tokens.sealed));
+    for (const { digest: d, stored, otherUser } of ended) if (otherUser) void revocations.revokeEnded(d, stored.tokens.sealed);
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
@@ -252,11 +252,11 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // which ends now instead of working on. One that came after the code exchange but before
     // the index entry found nothing at all, and noted the provider session it ended.
     if (await withStore(() => registry.endedDuringSignIn(sessionDigest, auth, claims.iat))) {
-      await withStore(() => registry.end(sessionDigest, 'provider-logout'));
+      const taken = await withStore(() => registry.end(sessionDigest, 'provider-logout'));
       // Over once taken: the DEL after it is best effort, as at logout.
       await destroy(req).catch(() => undefined);
       clearSessionCookie(res, config);
-      await revoke(tokens);
+      await revocations.revokeEnded(sessionDigest, taken?.tokens.sealed, tokens);
       metrics.loginTransactions.inc({ outcome: 'failed' });
       throw new GatewayError('login_required');
     }
@@ -269,7 +269,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Past session.maxPerUser, the user's oldest sessions end: one account signed in thousands of
     // times made every listing, logout by sub and revocation burst cost as much.
     const trimmed = (await registry.trim(sessionDigest, auth, config.session.maxPerUser).catch(trimFailed)) ?? [];
-    for (const t of trimmed) if (t.revokes) void revoke(vault.openEnded(t.digest, t.stored.tokens.sealed));
+    for (const t of trimmed) if (t.revokes) void revocations.revokeEnded(t.digest, t.stored.tokens.sealed);
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     if (startsClean) clearSiteData(res);
@@ -282,7 +282,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   });
   router.get('/login', login);
   router.get('/callback', deps.sessionMiddleware, callback);
-  const { user, logout } = createSignedInHandlers({ config, provider, vault, registry, logger, revoke, clock, verifySessionCookie });
+  const { user, logout } = createSignedInHandlers({ config, provider, vault, registry, logger, revocations, clock, verifySessionCookie });
   router.get('/user', csrf, deps.sessionMiddleware, user);
   router.post('/logout', csrf, deps.sessionMiddleware, logout);
   return router;

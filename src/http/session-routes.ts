@@ -19,24 +19,22 @@ import type { RedisClient } from '../redis/client.js';
 import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
 import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
-import type { TokenVault } from '../session/vault.js';
+import type { EndedRevocations } from '../session/ended-revocations.js';
 import { requireCsrf } from './csrf.js';
 import { clearSessionCookie, requireSignedIn } from './session-cookie.js';
-import type { Revoker } from '../oidc/revocation.js';
 
 export interface SessionRouteDeps {
   config: Config;
   provider: ProviderHandle;
   registry: SessionRegistry;
-  vault: TokenVault;
   redis: RedisClient;
   keys: Keys;
   sessionMiddleware: RequestHandler;
   logger: Logger;
   metrics: Metrics;
   clock: () => number;
-  /** The runtime's revoker (shutdown waits for what it has under way). */
-  revoke: Revoker;
+  /** The runtime's revocations of ended sessions (journaled; shutdown waits for what is under way). */
+  revocations: EndedRevocations;
 }
 
 const HANDLE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -50,7 +48,7 @@ const JTI_CLAIM_SECONDS = 30;
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 
 export function createSessionRoutes(deps: SessionRouteDeps): Router {
-  const { config, provider, registry, vault, logger, metrics, revoke } = deps;
+  const { config, provider, registry, logger, metrics, revocations } = deps;
   // A logout token the provider signed and this gateway refused (a clock skew, an audience or
   // claim mismatch) leaves the user signed in here after their logout there: counted and said
   // (once per 10 s per reason), where it was a debug line only (found by the observability red
@@ -70,8 +68,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
 
-  const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) =>
-    revoke(vault.openEnded(sessionDigest, stored?.tokens.sealed));
+  const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) => revocations.revokeEnded(sessionDigest, stored?.tokens.sealed);
 
   async function list(req: Request, res: Response): Promise<void> {
     const auth = requireSignedIn(req);

@@ -7,10 +7,10 @@ import type { Logger } from '../observability/logger.js';
 import type { ProviderHandle } from '../oidc/client.js';
 import { endSessionUrl } from '../oidc/flows.js';
 import { grantedScopes } from '../oidc/granted.js';
-import type { Revoker } from '../oidc/revocation.js';
 import { digest } from '../redis/keys.js';
 import { withStore } from '../redis/errors.js';
 import { sessionEndsAt } from '../session/data.js';
+import type { EndedRevocations } from '../session/ended-revocations.js';
 import type { SessionRegistry } from '../session/registry.js';
 import type { TokenVault } from '../session/vault.js';
 import { clearSessionCookie, clearSiteData, destroy, requireSignedIn, type createCookieVerifier } from './session-cookie.js';
@@ -21,7 +21,7 @@ export interface SignedInDeps {
   vault: TokenVault;
   registry: SessionRegistry;
   logger: Logger;
-  revoke: Revoker;
+  revocations: EndedRevocations;
   clock: () => number;
   /** The session cookie's verifier (createCookieVerifier), shared with the sign-in endpoints. */
   verifySessionCookie: ReturnType<typeof createCookieVerifier>;
@@ -34,7 +34,7 @@ function isoDate(seconds: number | undefined): string | null {
 }
 
 export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request, res: Response): void; logout(req: Request, res: Response): Promise<void> } {
-  const { config, provider, vault, registry, logger, revoke, clock, verifySessionCookie } = deps;
+  const { config, provider, vault, registry, logger, revocations, clock, verifySessionCookie } = deps;
   const { derived } = config;
 
   function user(req: Request, res: Response): void {
@@ -55,28 +55,28 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
   }
 
   /**
-   * The session a logout ends, and the tokens to revoke: those the record held as it went (a
-   * refresh may have replaced the ones this request read), else those this request read. The
-   * record is kept until its tokens are revoked, so that should Redis take the removal after
-   * this request gave up on it (503), or the process die revoking (found by the workers red
-   * team: the tokens lived on, and the retry sent no one to the provider's logout), the retry,
-   * finding no session, reclaims it and revokes and ends the provider's session as the first
-   * would have. Once the record is taken the session is over: destroy() (a DEL of what is gone)
-   * and the release are best effort, and a copy left behind expires with the end's note.
+   * The session a logout ends, and the tokens to revoke: `taken`, those the record held as it
+   * went (a refresh may have replaced the ones this request read), else `read`, those this
+   * request read. The record is kept until its tokens are revoked, so that should Redis take
+   * the removal after this request gave up on it (503), or the process die revoking (found by
+   * the workers red team: the tokens lived on, and the retry sent no one to the provider's
+   * logout), the retry, finding no session, reclaims it and revokes and ends the provider's
+   * session as the first would have. Once the record is taken the session is over: destroy()
+   * (a DEL of what is gone) is best effort, and a copy never released is revoked by a sweep.
    */
-  async function endForLogout(req: Request): Promise<{ sessionDigest: string; handle: string | undefined; sealed: string | undefined } | undefined> {
+  async function endForLogout(req: Request): Promise<{ sessionDigest: string; handle: string | undefined; taken: string | undefined; read: string | undefined } | undefined> {
     const auth = req.session.auth;
     if (auth) {
       const sessionDigest = digest(req.sessionID);
-      const stored = await withStore(() => registry.end(sessionDigest, 'logout', { keep: true }));
-      const sealed = stored?.tokens.sealed ?? req.session.tokens?.sealed;
+      const read = req.session.tokens?.sealed;
+      const stored = await withStore(() => registry.end(sessionDigest, 'logout'));
       await destroy(req).catch(() => undefined);
-      return { sessionDigest, handle: auth.handle, sealed };
+      return { sessionDigest, handle: auth.handle, taken: stored?.tokens.sealed, read };
     }
     const earlier = verifySessionCookie(req.headers.cookie)?.digest;
     if (earlier === undefined) return undefined;
     const kept = await withStore(() => registry.reclaim(earlier));
-    return kept && { sessionDigest: earlier, handle: kept.auth?.handle, sealed: kept.tokens.sealed };
+    return kept && { sessionDigest: earlier, handle: kept.auth?.handle, taken: kept.tokens.sealed, read: undefined };
   }
 
   async function logout(req: Request, res: Response): Promise<void> {
@@ -84,15 +84,14 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
     // Local logout first: a slow or failing provider never keeps the session alive.
     const ended = await endForLogout(req);
     if (ended) {
-      const tokens = vault.openEnded(ended.sessionDigest, ended.sealed);
+      const tokens = vault.openEnded(ended.sessionDigest, ended.taken ?? ended.read);
       if (provider.isReady()) {
         logoutUrl = endSessionUrl(provider.get(), config.oidc, tokens?.idToken, derived.postLogoutRedirectUri) ?? '/';
       }
-      await revoke(tokens);
-      await registry.release(ended.sessionDigest).catch(() => undefined);
+      await revocations.revokeEnded(ended.sessionDigest, ended.taken, tokens);
       // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
       const successors = await registry.endSuccessors(ended.sessionDigest, 'logout').catch(() => []);
-      for (const s of successors) void revoke(vault.openEnded(s.digest, s.stored.tokens.sealed));
+      for (const s of successors) void revocations.revokeEnded(s.digest, s.stored.tokens.sealed);
       logger.info({ event: 'logout', ...(ended.handle ? { session: ended.handle } : {}) }, 'signed out');
     }
     clearSessionCookie(res, config);

@@ -51,6 +51,11 @@ export interface Keys {
    * a removal that timed out but landed leaves it for the logout's retry (registry.reclaim).
    */
   takenRecord(sessionDigest: string): string;
+  /**
+   * Sorted set of the sessions whose kept record still owes its revocation, scored by when
+   * another process may take it up (Redis time, ms; session/revocation-outbox.ts).
+   */
+  revocationOutbox(): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
   successor(sessionDigest: string): string;
   /** The version of a session's token set whose refresh-token grant is under way (session/refresh.ts). */
@@ -82,6 +87,7 @@ export function createKeys(prefix: string): Keys {
     replicationMark: () => `${prefix}replication-mark`,
     endedSession: (d) => `${prefix}ended-sess:{${d}}`,
     takenRecord: (d) => `${prefix}taken:{${d}}`,
+    revocationOutbox: () => `${prefix}revocations`,
     successor: (d) => `${prefix}successor:{${d}}`,
     predecessor: (d) => `${prefix}predecessor:${d}`,
     refreshing: (d) => `${prefix}refreshing:{${d}}`,

@@ -110,7 +110,7 @@ export interface SessionRecords {
    * (unreplicated-writes.ts), where the promoted replica may hold any earlier version of the chain.
    */
   raiseTokens(digest: string, next: SealedTokens): Promise<CasResult>;
-  /** Deletes the record (what take() kept of it goes with takeKept() or dropKept()). */
+  /** Deletes the record (what take() kept of it is revocation-outbox.ts's). */
   remove(digest: string): Promise<void>;
   /**
    * Deletes the record and returns what it held, read and deleted in one step (a refresh cannot
@@ -119,12 +119,9 @@ export interface SessionRecords {
    * when there was no record: a sign-in between its index entry and its save (the one a
    * back-channel logout finds then) ends itself when it finds the note, and write() never
    * brings the record back. A removal that fails leaves no note. With `keep`, the record is also
-   * kept for `ttlSeconds` (keys.takenRecord), until dropKept() deletes it.
+   * kept for `ttlSeconds` (keys.takenRecord), until the outbox releases it.
    */
   take(digest: string, endedFor?: { reason: string; ttlSeconds: number; revokes: boolean; keep?: boolean }): Promise<StoredSession | undefined>;
-  /** The record take() kept, deleted as it is read: at most one reader has it. */
-  takeKept(digest: string): Promise<StoredSession | undefined>;
-  dropKept(digest: string): Promise<void>;
   /** Remaining idle lifetime in ms (for "last active"), or undefined when gone. */
   remainingMs(digest: string): Promise<number | undefined>;
   /** Whether each session still exists, in order (pipelined batches; the held sessions' re-check). */
@@ -301,13 +298,6 @@ export function createSessionRecords(options: SessionRecordsOptions): SessionRec
         ),
       );
       return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
-    },
-    async takeKept(digest) {
-      const text = await timed('session_delete', () => redis.getdel(keys.takenRecord(digest)));
-      return typeof text === 'string' ? codec.deserialize(digest, text) : undefined;
-    },
-    async dropKept(digest) {
-      await timed('session_delete', () => redis.del(keys.takenRecord(digest)));
     },
     async remainingMs(digest) {
       const ttl = await timed('session_ttl', () => redis.pttl(keys.session(digest)));

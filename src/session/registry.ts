@@ -15,6 +15,7 @@ import { mayHaveRun } from '../redis/errors.js';
 import type { AuthData } from './data.js';
 import type { EndReason } from './events.js';
 import type { SessionRecords, StoredSession } from './records.js';
+import type { RevocationOutbox } from './revocation-outbox.js';
 import { UNSAVED_KEEP_MS } from './unsaved-refreshes.js';
 import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import { createSuccession, type Succession } from './succession.js';
@@ -39,6 +40,7 @@ export { providerSessionDigest, userDigest } from './user-index.js';
 export type IndexForm = 'pending' | 'saved';
 
 export interface EndOptions {
+  /** Default: whether the end revokes (and is not applied again); see end(). */
   keep?: boolean;
   revokes?: boolean;
   /** An end applied again (unreplicated-writes.ts): not handed to afterEnd a second time. */
@@ -52,20 +54,19 @@ export interface SessionRegistry extends Succession, ProviderLogouts {
   /**
    * Removes the record and its index entries; returns what was stored (to revoke its tokens).
    * `reason` is what the session's open streams and event listeners are told (default logout).
-   * With `keep`, the record is also kept as stored until its caller releases it, once the
-   * tokens are revoked: should the removal time out yet land, or the process die revoking, the
-   * retry reclaims it. `revokes`
-   * overrides whether the end is noted as one that revokes the session's tokens (REVOKING).
+   * `revokes` overrides whether the end is noted as one that revokes the session's tokens
+   * (REVOKING). With `keep` (the default for an end that revokes), the revocation is journaled
+   * first (revocation-outbox.ts) and the record kept as stored until its tokens are revoked
+   * (release()): should the removal time out yet land, or the process die revoking, a retried
+   * logout reclaims it, and any process's sweep revokes it once the lease lapses.
    */
   end(sessionDigest: string, reason?: EndReason, how?: EndOptions): Promise<StoredSession | undefined>;
   /**
-   * What an end with `keep` kept and its request never released (Redis answered too late, or
-   * the process died before the tokens were revoked), taken once; the index entries that
-   * request never removed go with it.
+   * What an end with `keep` kept and was never released (Redis answered too late, the process
+   * died before the tokens were revoked, or the revocation failed), read in place until released;
+   * the index entries that request never removed go as it is read.
    */
   reclaim(sessionDigest: string): Promise<StoredSession | undefined>;
-  /** Lets go of what an end with `keep` kept. */
-  release(sessionDigest: string): Promise<void>;
   /**
    * Whether the session was ended, within the last ten minutes, by an end that revokes its
    * tokens (REVOKING), whatever ended it again after; not only by a new sign-in of the same
@@ -91,6 +92,8 @@ export interface RegistryOptions {
   redis: RedisClient;
   keys: Keys;
   records: SessionRecords;
+  /** Journals the revocations ends with `keep` owe. */
+  outbox: RevocationOutbox;
   idleTimeoutSeconds: number;
   absoluteTimeoutSeconds: number;
   clock?: () => number;
@@ -112,10 +115,10 @@ const REVOKING: ReadonlySet<EndReason> = new Set<EndReason>(['logout', 'provider
  * As long as a set kept for Redis may still be written (and so orphaned): longer than any
  * refresh takes too (a DPoP refresh with a nonce retry: about 21 s).
  */
-const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
+export const ENDED_MEMORY_SECONDS = UNSAVED_KEEP_MS / 1000;
 
 export function createSessionRegistry(options: RegistryOptions): SessionRegistry {
-  const { redis, keys, records, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
+  const { redis, keys, records, outbox, idleTimeoutSeconds, absoluteTimeoutSeconds } = options;
   const clock = options.clock ?? Date.now;
   // A session ends at its signer's clock reading plus the timeout, judged by whichever process
   // serves it; its index entries expire on Redis's clock. Without the margin, a process behind
@@ -126,17 +129,21 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
 
   async function end(sessionDigest: string, reason: EndReason = 'logout', how: EndOptions = {}): Promise<StoredSession | undefined> {
     const revokes = how.revokes ?? REVOKING.has(reason);
+    const keep = how.keep ?? (revokes && !how.again);
     // With the record goes, in the same step, the note that its end revokes: a refresh whose
     // compare-and-set then finds it gone revokes the tokens the provider issued it (runtime.ts,
     // onOrphaned). No removal without its note, and a note without a record too: a sign-in
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
+    // Owed before it is taken: a process that dies after the take has left its entry (one whose
+    // take never came has no copy, and a sweep drops it). Outside the try: failing, it ended nothing.
+    if (keep) await outbox.enlist(sessionDigest);
     try {
       // The note is read only for whether the end revokes (endedWithRevocation), by every
       // process version: a revoking end whose reason is not one (a trimmed session, `expired`)
       // is noted as `revoked`.
       const noted = revokes && !REVOKING.has(reason) ? 'revoked' : reason;
-      stored = await records.take(sessionDigest, { reason: noted, ttlSeconds: ENDED_MEMORY_SECONDS, revokes, keep: how.keep === true });
+      stored = await records.take(sessionDigest, { reason: noted, ttlSeconds: ENDED_MEMORY_SECONDS, revokes, keep });
     } catch (err) {
       // A command that may have run (it timed out, or its connection dropped with it in flight)
       // ended the session as far as anyone knows: its streams on every instance are told all
@@ -216,11 +223,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     },
     end,
     async reclaim(sessionDigest) {
-      const stored = await records.takeKept(sessionDigest);
+      const stored = await outbox.kept(sessionDigest);
       await unindex(sessionDigest, stored);
       return stored;
     },
-    release: (sessionDigest) => records.dropKept(sessionDigest),
     endedWithRevocation,
     list,
     async trim(keep, auth, max) {

@@ -11,6 +11,7 @@ import { closeRedis, connectRedis, createRedis } from '../../../src/redis/client
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import type { AuthData } from '../../../src/session/data.js';
 import { createSessionRecords } from '../../../src/session/records.js';
+import { createRevocationOutbox } from '../../../src/session/revocation-outbox.js';
 import { createSessionRegistry, providerSessionDigest, userDigest, type SessionRegistry } from '../../../src/session/registry.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 import { startRedisStall, type RedisStall } from '../../support/redis-stall.js';
@@ -40,10 +41,11 @@ beforeAll(async () => {
   const sealer = createSealer([randomBytes(32).toString('base64')]);
   const options = { redis, keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
   records = createSessionRecords({ ...options, sealer });
-  registry = createSessionRegistry({ ...options, records });
+  const leases = { sealer, leaseMs: 60_000, keptMs: 600_000 };
+  registry = createSessionRegistry({ ...options, records, outbox: createRevocationOutbox({ ...options, ...leases }) });
   const otherOptions = { ...options, redis: direct };
   otherRecords = createSessionRecords({ ...otherOptions, sealer });
-  other = createSessionRegistry({ ...otherOptions, records: otherRecords });
+  other = createSessionRegistry({ ...otherOptions, records: otherRecords, outbox: createRevocationOutbox({ ...otherOptions, ...leases }) });
 });
 
 afterAll(async () => {

@@ -18,6 +18,7 @@ import { createMemoryRedis } from '../../../src/redis/memory.js';
 import type { RedisClient } from '../../../src/redis/client.js';
 import type { AuthData } from '../../../src/session/data.js';
 import { createSessionRecords } from '../../../src/session/records.js';
+import { createRevocationOutbox } from '../../../src/session/revocation-outbox.js';
 import { createSessionRegistry } from '../../../src/session/registry.js';
 
 /** The memory Redis, whose commands fail with `failure` while it is set. */
@@ -31,20 +32,23 @@ function failingRedis() {
       return (...args: unknown[]) => (state.failure ? Promise.reject(state.failure) : (value as (...a: unknown[]) => unknown).apply(target, args));
     },
   }) as RedisClient;
-  return { redis, state };
+  return { redis, raw: raw as RedisClient, state };
 }
 
-async function setUp() {
-  const { redis, state } = failingRedis();
+/** The outbox's commands fail with the rest when `journalFails`; by default only the removal's do. */
+async function setUp(journalFails = false) {
+  const { redis, raw, state } = failingRedis();
   const keys = createKeys('registry-end:');
   const base = { keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
-  const records = createSessionRecords({ ...base, redis, sealer: createSealer([randomBytes(32).toString('base64')]) });
+  const sealer = createSealer([randomBytes(32).toString('base64')]);
+  const records = createSessionRecords({ ...base, redis, sealer });
+  const outbox = createRevocationOutbox({ redis: journalFails ? redis : raw, keys, sealer, leaseMs: 60_000, keptMs: 600_000 });
   const announced: string[] = [];
-  const registry = createSessionRegistry({ ...base, redis, records, onEnded: (d, reason) => announced.push(`${d} ${reason}`) });
+  const registry = createSessionRegistry({ ...base, redis, records, outbox, onEnded: (d, reason) => announced.push(`${d} ${reason}`) });
   const auth: AuthData = { handle: 'h', sub: 'alice', iss: 'https://idp.example', claims: {}, scopes: ['openid'], createdAt: Date.now() };
   const d = digest(randomBytes(16).toString('hex'));
   await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, auth, cookie: { path: '/' } });
-  return { redis, state, keys, records, registry, announced, d };
+  return { redis, state, keys, records, outbox, registry, announced, d };
 }
 
 describe('registry.end when Redis fails the removal', () => {
@@ -60,6 +64,16 @@ describe('registry.end when Redis fails the removal', () => {
     state.failure = Object.assign(new Error('Reached the max retries per request limit (which is 0).'), { name: 'MaxRetriesPerRequestError' });
     await expect(registry.end(d, 'logout')).rejects.toThrow(/max retries/);
     expect(announced).toEqual([`${d} logout`]);
+  });
+
+  // The revocation is journaled before the take, and a journal entry that timed out took nothing.
+  it('does not announce an end whose journal entry failed: it never sent the removal', async () => {
+    const { state, records, registry, announced, d } = await setUp(true);
+    state.failure = new Error('Command timed out');
+    await expect(registry.end(d, 'revoked')).rejects.toThrow('Command timed out');
+    state.failure = undefined;
+    expect(await records.peek(d)).toBeDefined();
+    expect(announced).toEqual([]);
   });
 
   it.each([
@@ -119,7 +133,7 @@ describe('registry.end when Redis fails the removal', () => {
 // a replica that never acknowledged held every end for its WAIT, one after another for a
 // back-channel logout of many sessions (found by review: 6 sessions, 3.4 s).
 it('hands each end to afterEnd (not a re-applied one) without waiting for it', async () => {
-  const { redis, keys, records, d } = await setUp();
+  const { redis, keys, records, outbox, d } = await setUp();
   const handed: string[] = [];
   const registry = createSessionRegistry({
     keys,
@@ -127,6 +141,7 @@ it('hands each end to afterEnd (not a re-applied one) without waiting for it', a
     absoluteTimeoutSeconds: 3600,
     redis,
     records,
+    outbox,
     afterEnd: (digestOf, reason, revokes) => {
       handed.push(`${digestOf} ${reason} ${revokes}`);
       return new Promise<void>(() => undefined);

@@ -12,14 +12,16 @@ import { createSealer } from '../../../src/crypto/seal.js';
 import { createKeys, digest } from '../../../src/redis/keys.js';
 import { createMemoryRedis } from '../../../src/redis/memory.js';
 import { createSessionRecords } from '../../../src/session/records.js';
+import { createRevocationOutbox } from '../../../src/session/revocation-outbox.js';
 import { createSessionRegistry } from '../../../src/session/registry.js';
 
 function registry() {
   const redis = createMemoryRedis();
   const keys = createKeys(`rivals-${randomBytes(4).toString('hex')}:`);
   const base = { keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
-  const records = createSessionRecords({ ...base, redis, sealer: createSealer([randomBytes(32).toString('base64')]) });
-  return createSessionRegistry({ ...base, redis, records });
+  const sealer = createSealer([randomBytes(32).toString('base64')]);
+  const records = createSessionRecords({ ...base, redis, sealer });
+  return createSessionRegistry({ ...base, redis, records, outbox: createRevocationOutbox({ redis, keys, sealer, leaseMs: 60_000, keptMs: 600_000 }) });
 }
 
 const [tabA, tabB, tabC] = ['a', 'b', 'c'].map((t) => digest(`login cookie ${t}`)) as [string, string, string];

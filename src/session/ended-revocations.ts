@@ -1,0 +1,114 @@
+/**
+ * Revoking what an ended session held, and taking up what an earlier try left owed
+ * (revocation-outbox.ts): every end that revokes goes through revokeEnded(), which releases the
+ * journal entry once the provider has heard the revocation, and leaves it otherwise.
+ */
+import type { Sealer } from '../crypto/seal.js';
+import type { Revoker } from '../oidc/revocation.js';
+import { SWEEP_BATCH, type RevocationOutbox } from './revocation-outbox.js';
+import type { TokenSet } from './tokens.js';
+import type { TokenVault } from './vault.js';
+
+export interface EndedRevocationsOptions {
+  outbox: RevocationOutbox;
+  vault: TokenVault;
+  /** Tells a value sealed with a key this process lacks (another process may open it). */
+  sealer: Pick<Sealer, 'sealedElsewhere'>;
+  revoke: Revoker;
+  /** Between sweeps (jittered by a fifth either way). */
+  sweepIntervalMs: number;
+  /** Told how many revocations a sweep took up, when any. */
+  onResumed?: (count: number) => void;
+  /** A sweep's Redis command failed (it is tried again at the next). */
+  onError?: (err: unknown) => void;
+}
+
+export interface EndedRevocations {
+  /**
+   * Revokes the token set of the record an end took (`taken`: its sealed tokens as stored, ''
+   * for none); resolves as the revoker does (done, or its wait over). The kept copy and its entry
+   * are released once the provider has heard it; a failure, a drop past the queue or this
+   * process's death leaves them for a later sweep. An end that took nothing (`taken` undefined:
+   * another end has the copy, and releases it) revokes `otherwise` (what its request read),
+   * unjournaled.
+   */
+  revokeEnded(sessionDigest: string, taken: string | undefined, otherwise?: TokenSet): Promise<void>;
+  /** One sweep: takes up the entries whose lease lapsed; resolves to how many it revoked. */
+  sweep(): Promise<number>;
+  /** Sweeps every interval until stop(). */
+  start(): void;
+  stop(): void;
+}
+
+export function createEndedRevocations(options: EndedRevocationsOptions): EndedRevocations {
+  const { outbox, vault, sealer, revoke } = options;
+  const release = (d: string) => outbox.release(d).catch((err: unknown) => options.onError?.(err));
+  let timer: NodeJS.Timeout | undefined;
+  let sweeping = false;
+
+  /** What a kept copy's `sealed` owes: its token set, nothing (released), or `elsewhere` (another process's key). */
+  function owed(d: string, sealed: string): TokenSet | 'elsewhere' | undefined {
+    const tokens = vault.openEnded(d, sealed || undefined);
+    return tokens ?? (sealed && sealer.sealedElsewhere(sealed) ? 'elsewhere' : undefined);
+  }
+
+  function revokeOwed(d: string, tokens: TokenSet | 'elsewhere' | undefined): Promise<void> {
+    if (tokens === 'elsewhere') return Promise.resolve();
+    if (tokens === undefined) {
+      // Nothing to revoke (no token set, or one that is not the gateway's): nothing is owed.
+      revoke.track(release(d));
+      return Promise.resolve();
+    }
+    return revoke(tokens, (outcome) => (outcome === 'success' ? release(d) : undefined));
+  }
+
+  async function sweep(): Promise<number> {
+    // As many revocations under way as one sweep takes up: the provider is slow or the queue
+    // long, and a sweep would only add to it what their owners are still sending.
+    if (sweeping || revoke.underWay() >= SWEEP_BATCH) return 0;
+    sweeping = true;
+    try {
+      let resumed = 0;
+      for (const due of await outbox.claimDue()) {
+        if (!due.kept) {
+          await outbox.forget(due.digest);
+          continue;
+        }
+        const tokens = owed(due.digest, due.sealed);
+        if (typeof tokens === 'object') resumed += 1;
+        void revokeOwed(due.digest, tokens);
+      }
+      if (resumed > 0) options.onResumed?.(resumed);
+      return resumed;
+    } finally {
+      sweeping = false;
+    }
+  }
+
+  function schedule(): void {
+    const jitter = 0.8 + Math.random() * 0.4;
+    timer = setTimeout(() => {
+      const run = sweep().then(
+        () => undefined,
+        (err: unknown) => options.onError?.(err),
+      );
+      revoke.track(run);
+      void run.then(() => {
+        if (timer !== undefined) schedule();
+      });
+    }, options.sweepIntervalMs * jitter);
+    timer.unref();
+  }
+
+  return {
+    revokeEnded: (d, taken, otherwise) => (taken === undefined ? revoke(otherwise) : revokeOwed(d, owed(d, taken))),
+    sweep,
+    start() {
+      if (timer === undefined) schedule();
+    },
+    stop() {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}

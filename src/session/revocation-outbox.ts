@@ -1,0 +1,116 @@
+/**
+ * The revocations that ended sessions still owe, journaled in Redis until the provider has
+ * heard them, so that no process's death loses one.
+ *
+ * An end that revokes (a logout, the user ending a session, a back-channel logout, a sign-in
+ * past `maxPerUser`) enlists the session here before it takes the record, and the take keeps a
+ * sealed copy of the record (keys.takenRecord). The process that ended it revokes and then
+ * releases both. Should it die between the take and the provider's answer, or the revocation
+ * fail, the entry's lease lapses, and whichever process sweeps next takes it up from the copy,
+ * again every lease, until it is heard or the copy expires. Before this, only the browser's
+ * retried logout could find a copy: a user's DELETE /auth/sessions/{id} or a back-channel logout
+ * killed after the take left the refresh token alive until it expired at the provider.
+ *
+ * Entries are scored by when a process last touched them, read on Redis's clock (TIME in the
+ * scripts): a process whose clock runs ahead would take up every fresh entry at once, before its
+ * owner had revoked it.
+ */
+import type { RedisClient } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { createTimed, type RedisObserver } from '../redis/timing.js';
+import type { Sealer } from '../crypto/seal.js';
+import { createRecordCodec, deserializeRecord, type StoredSession } from './record-codec.js';
+
+/** Enlists ARGV[1], touched now; the set lives as long as its newest entry may (ARGV[2] ms). */
+const ENLIST = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`;
+
+/** Up to ARGV[1] entries untouched for ARGV[2] ms, each touched again (claimed) by the caller. */
+const CLAIM_DUE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[1]))
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], now, member) end
+return due`;
+
+/** Entries one sweep takes up, per process: a provider slow enough to outlast leases is not flooded. */
+export const SWEEP_BATCH = 16;
+
+export interface RevocationOutboxOptions {
+  redis: RedisClient;
+  keys: Keys;
+  /** Opens a kept record's `auth` (the logout retry reads its handle). */
+  sealer: Sealer;
+  /**
+   * How long an entry another process touched (enlisted, or claimed to try again) is left to it
+   * before this process takes it up: each sweeper judges by its own lease, so that one whose
+   * config differs neither waits on nor hurries the others.
+   */
+  leaseMs: number;
+  /** How long a kept copy lives (records.take's ttlSeconds), and so how long a revocation is tried. */
+  keptMs: number;
+  observe?: RedisObserver;
+}
+
+/** What a sweep found for one entry whose lease lapsed. */
+export type DueRevocation =
+  /** The copy is gone (released, expired, or never taken): the entry is dropped. */
+  | { digest: string; kept: false }
+  /** The copy's token set, sealed as stored ('' for a record without tokens). */
+  | { digest: string; kept: true; sealed: string };
+
+export interface RevocationOutbox {
+  /** Before the take: the end's revocation is owed, and leased to the caller. */
+  enlist(sessionDigest: string): Promise<void>;
+  /** The copy a take kept (auth opened), left in place: a failed revocation is tried again. */
+  kept(sessionDigest: string): Promise<StoredSession | undefined>;
+  /** The revocation was heard (or there was nothing to revoke): the copy and the entry go. */
+  release(sessionDigest: string): Promise<void>;
+  /** Entries whose lease lapsed, leased again to the caller, with what their copies hold. */
+  claimDue(limit?: number): Promise<DueRevocation[]>;
+  /** Drops an entry whose copy is gone. */
+  forget(sessionDigest: string): Promise<void>;
+}
+
+export function createRevocationOutbox(options: RevocationOutboxOptions): RevocationOutbox {
+  const { redis, keys, leaseMs, keptMs } = options;
+  const timed = createTimed(options.observe);
+  const codec = createRecordCodec(options.sealer);
+  const outbox = keys.revocationOutbox();
+  const forget = async (d: string) => {
+    await timed('revocation_outbox', () => redis.zrem(outbox, d));
+  };
+
+  return {
+    async enlist(d) {
+      await timed('revocation_outbox', () => redis.eval(ENLIST, 1, outbox, d, String(keptMs + leaseMs)));
+    },
+    async kept(d) {
+      const text = await timed('session_peek', () => redis.get(keys.takenRecord(d)));
+      return typeof text === 'string' ? codec.deserialize(d, text) : undefined;
+    },
+    async release(d) {
+      // Two slots in a Cluster: the copy first, so that an entry left by a failure finds it gone.
+      await timed('session_delete', () => redis.del(keys.takenRecord(d)));
+      await forget(d);
+    },
+    async claimDue(limit = SWEEP_BATCH) {
+      const due = (await timed('revocation_outbox', () => redis.eval(CLAIM_DUE, 1, outbox, String(limit), String(leaseMs)))) as unknown;
+      const digests = Array.isArray(due) ? due.filter((d): d is string => typeof d === 'string') : [];
+      const found: DueRevocation[] = [];
+      for (const digest of digests) {
+        const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
+        // Read without opening `auth`: only the sealed token set is needed, and a copy whose auth
+        // is sealed with a key this process lacks still owes its revocation.
+        const raw = typeof text === 'string' ? deserializeRecord(text) : undefined;
+        found.push(raw ? { digest, kept: true, sealed: raw.tokens.sealed } : { digest, kept: false });
+      }
+      return found;
+    },
+    forget,
+  };
+}
