@@ -80,7 +80,9 @@ export async function startCrashStack(name: string, options: { accessTokenTtl?: 
   const tmp = mkdtempSync(path.join(os.tmpdir(), `bff-crash-${name}-`));
   const redis = await startRedisServer();
   const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-  const relay = await startCrashRelay(redis.url);
+  // A's sweeps of the revocation outbox run on a timer: a claim (EVAL, one key, two arguments)
+  // is not the flow's, and A's lease is long, so that B is the one to take up what A left.
+  const relay = await startCrashRelay(redis.url, (parts) => /^eval$/i.test(parts[0] ?? '') && parts[3] === `${PREFIX}revocations` && parts.length === 6);
   const upstream = await startUpstream();
   const [portA, portB] = [await findFreePort(), await findFreePort()];
   const publicUrl = `http://127.0.0.1:${portA}`;
@@ -96,13 +98,15 @@ export async function startCrashStack(name: string, options: { accessTokenTtl?: 
     routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
     log: { level: 'warn' },
   };
-  const configFor = (port: number, redisUrl: string) => ({
+  const configFor = (port: number, redisUrl: string, revocationRetrySeconds: number) => ({
     server: { port, host: '127.0.0.1', publicUrl, shutdownTimeoutSeconds: 2 },
     redis: { url: redisUrl, keyPrefix: PREFIX, commandTimeoutMs: 2000 },
     ...shared,
+    session: { ...shared.session, revocationRetrySeconds },
   });
-  const aFile = writeConfigFile(tmp, 'a.yaml', configFor(portA, relay.url));
-  const bFile = writeConfigFile(tmp, 'b.yaml', configFor(portB, redis.url));
+  const aFile = writeConfigFile(tmp, 'a.yaml', configFor(portA, relay.url, 300));
+  // Revocations a killed A left owed are taken up by B a second after (a quarter second's sweeps).
+  const bFile = writeConfigFile(tmp, 'b.yaml', configFor(portB, redis.url, 1));
   let [a] = await Promise.all([startCliGateway(aFile, portA), startCliGateway(bFile, portB)]);
   const sealer = createSealer([key]);
   const codec = createRecordCodec(sealer);

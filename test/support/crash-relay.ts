@@ -10,7 +10,8 @@
  *   relay.arm({ at: 3, mode: 'after', onHit: kill });         // then the flow again
  *
  * Only commands that touch data are counted (not PING, INFO, CLIENT, SELECT, SUBSCRIBE ...), and
- * nothing on a link that has subscribed (pub/sub has no command/answer pairing).
+ * nothing on a link that has subscribed (pub/sub has no command/answer pairing), nor what
+ * `background` says a timer sent rather than the flow (it would move the count).
  */
 import net from 'node:net';
 import { listenOnLoopback } from './listen.js';
@@ -105,7 +106,7 @@ export function describeCommand(parts: string[]): string {
   return `${name} ${parts[1] ?? ''}`;
 }
 
-export async function startCrashRelay(targetUrl: string): Promise<CrashRelay> {
+export async function startCrashRelay(targetUrl: string, background: (parts: string[]) => boolean = () => false): Promise<CrashRelay> {
   const target = new URL(targetUrl);
   let counting = false;
   let count = 0;
@@ -139,7 +140,7 @@ export async function startCrashRelay(targetUrl: string): Promise<CrashRelay> {
         const parts = commandParts(raw);
         const name = (parts[0] ?? '').toUpperCase();
         if (/SUBSCRIBE$/.test(name)) subscribed = true;
-        const counted = counting && !subscribed && !UNCOUNTED.has(name);
+        const counted = counting && !subscribed && !UNCOUNTED.has(name) && !background(parts);
         if (counted) {
           count += 1;
           listed.push(describeCommand(parts));
