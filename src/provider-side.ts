@@ -1,7 +1,7 @@
 /**
  * The runtime's provider side: the provider's handle (discovery retried and logged), the
- * revoker of ended sessions' tokens, and the client-credentials token source of `auth: client`
- * routes. Built by runtime.ts, which owns and closes them.
+ * revoker of ended sessions' tokens and its journal's sweeps, and the client-credentials token
+ * source of `auth: client` routes. Built by runtime.ts, which owns and closes them.
  */
 import type { Config } from './config/load.js';
 import type { Sealer } from './crypto/seal.js';
@@ -20,6 +20,10 @@ import type { RefusalCooldown } from './proxy/refusal-cooldown.js';
 import type { RedisClient } from './redis/client.js';
 import type { DpopNonces } from './redis/dpop-nonces.js';
 import type { Keys } from './redis/keys.js';
+import { createEndedRevocations, type EndedRevocations } from './session/ended-revocations.js';
+import type { RevocationOutbox } from './session/revocation-outbox.js';
+import type { TokenVault } from './session/vault.js';
+import { failureLogGate } from './clock.js';
 
 export interface ProviderSideDeps {
   tracing: Tracing;
@@ -29,6 +33,9 @@ export interface ProviderSideDeps {
   redis: RedisClient;
   keys: Keys;
   sealer: Sealer;
+  vault: TokenVault;
+  /** The revocations ends owe (session/revocation-outbox.ts), swept from here. */
+  outbox: RevocationOutbox;
   refusals: RefusalCooldown;
   dpopNonces: DpopNonces;
   discoveryRetry?: { initialMs: number; maxMs: number };
@@ -37,6 +44,8 @@ export interface ProviderSideDeps {
 export interface ProviderSide {
   provider: ProviderHandle;
   revoke: Revoker;
+  /** Revokes what an end took, journaled until heard, and sweeps what others left (started). */
+  revocations: EndedRevocations;
   clientTokens: ClientTokens;
 }
 
@@ -61,6 +70,25 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     },
   });
   const revoke = createRevoker(provider, logger, { onOutcome: (outcome) => metrics.tokenRevocations.inc({ outcome }) });
+  const sweepsFailed = failureLogGate(clock);
+  const revocations = createEndedRevocations({
+    outbox: deps.outbox,
+    vault: deps.vault,
+    sealer: deps.sealer,
+    revoke,
+    ready: () => provider.isReady(),
+    // A quarter of the retry interval: what is owed is taken up soon after the interval passes.
+    sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
+    onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
+    onError: (err) => {
+      metrics.redisErrors.inc({ kind: 'command' });
+      const suppressed = sweepsFailed('revocation_outbox');
+      if (suppressed !== undefined) {
+        logger.warn({ event: 'revocation_outbox_failed', reason: describeProviderError(err), suppressed }, 'the revocation outbox could not be read or released; it is tried again at the next sweep (said once per 10 s)');
+      }
+    },
+  });
+  revocations.start();
   const clientTokens = createClientTokens({
     redis: deps.redis,
     keys: deps.keys,
@@ -81,5 +109,5 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     },
     onFetch: (outcome) => metrics.clientCredentials.inc({ outcome }),
   });
-  return { provider, revoke, clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens };
+  return { provider, revoke, revocations, clientTokens: tracing.enabled ? traceClientTokens(clientTokens, tracing) : clientTokens };
 }

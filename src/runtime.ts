@@ -33,7 +33,7 @@ import { createRefreshCoordinator, REFRESH_CLOSE_WAIT_MS, type RefreshCoordinato
 import type { TokenSet } from './session/tokens.js';
 import { createSessionRegistry, ENDED_MEMORY_SECONDS, type SessionRegistry } from './session/registry.js';
 import { createRevocationOutbox } from './session/revocation-outbox.js';
-import { createEndedRevocations, type EndedRevocations } from './session/ended-revocations.js';
+import type { EndedRevocations } from './session/ended-revocations.js';
 import { RedisSessionStore } from './session/store.js';
 import { createTransactions, TRANSACTION_TTL_SECONDS, type Transactions } from './session/transactions.js';
 import { createOpenedCache, createTokenVault, type TokenVault } from './session/vault.js';
@@ -176,6 +176,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     keptMs: ENDED_MEMORY_SECONDS * 1000,
     observe: metrics.observeRedis,
   });
+  const mayLogJournal = failureLogGate(clock);
   const registry = createSessionRegistry({
     redis,
     keys,
@@ -194,6 +195,13 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     onIndexError: (err) => {
       metrics.redisErrors.inc({ kind: 'command' });
       logger.warn({ event: 'session_index_cleanup_failed', reason: describeProviderError(err) }, 'an ended session stays in its index until a reader drops it');
+    },
+    onJournalError: (err) => {
+      metrics.redisErrors.inc({ kind: 'command' });
+      const suppressed = mayLogJournal('revocation_journal');
+      if (suppressed !== undefined) {
+        logger.warn({ event: 'revocation_journal_failed', reason: describeProviderError(err), suppressed }, 'an ended session could not be journaled for revocation; it is revoked once, not retried (said once per 10 s)');
+      }
     },
   });
   const coordinator = createRefreshCoordinator({
@@ -236,7 +244,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
   });
   const refresher = tracing.enabled ? traceRefresher(coordinator, tracing) : coordinator;
   const refusals = createRefusalCooldown({ redis, keys });
-  const { provider, revoke, clientTokens } = createProviderSide(config, {
+  const { provider, revoke, revocations, clientTokens } = createProviderSide(config, {
     tracing,
     clock,
     logger,
@@ -244,28 +252,12 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     redis,
     keys,
     sealer,
+    vault,
+    outbox,
     refusals,
     dpopNonces,
     ...(options.discoveryRetry ? { discoveryRetry: options.discoveryRetry } : {}),
   });
-  const sweepsFailed = failureLogGate(clock);
-  const revocations = createEndedRevocations({
-    outbox,
-    vault,
-    sealer,
-    revoke,
-    // A quarter of the lease: an abandoned revocation is taken up soon after its lease lapses.
-    sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
-    onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
-    onError: (err) => {
-      metrics.redisErrors.inc({ kind: 'command' });
-      const suppressed = sweepsFailed('revocation_outbox');
-      if (suppressed !== undefined) {
-        logger.warn({ event: 'revocation_outbox_failed', reason: describeProviderError(err), suppressed }, 'the revocation outbox could not be read or released; it is tried again at the next sweep (said once per 10 s)');
-      }
-    },
-  });
-  revocations.start();
   async function revokeOrphan(sessionDigest: string, tokens: TokenSet): Promise<void> {
     try {
       const revoked = await registry.endedWithRevocation(sessionDigest);

@@ -9,12 +9,17 @@ import { SWEEP_BATCH, type RevocationOutbox } from './revocation-outbox.js';
 import type { TokenSet } from './tokens.js';
 import type { TokenVault } from './vault.js';
 
+/** At most this many batches (of SWEEP_BATCH) per sweep. */
+const MAX_BATCHES_PER_SWEEP = 16;
+
 export interface EndedRevocationsOptions {
   outbox: RevocationOutbox;
   vault: TokenVault;
   /** Tells a value sealed with a key this process lacks (another process may open it). */
   sealer: Pick<Sealer, 'sealedElsewhere'>;
   revoke: Revoker;
+  /** Whether the provider can be asked: an instance that cannot would claim and fail every entry, spending its tries. */
+  ready: () => boolean;
   /** Between sweeps (jittered by a fifth either way). */
   sweepIntervalMs: number;
   /** Told how many revocations a sweep took up, when any. */
@@ -62,21 +67,30 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
     return revoke(tokens, (outcome) => (outcome === 'success' ? release(d) : undefined));
   }
 
+  /** Whether another batch may be taken up now. */
+  const mayTakeUp = () => options.ready() && revoke.underWay() < SWEEP_BATCH;
+
   async function sweep(): Promise<number> {
-    // As many revocations under way as one sweep takes up: the provider is slow or the queue
-    // long, and a sweep would only add to it what their owners are still sending.
-    if (sweeping || revoke.underWay() >= SWEEP_BATCH) return 0;
+    // As many revocations under way as one batch: the provider is slow or the queue long, and a
+    // sweep would only add to it what their owners are still sending.
+    if (sweeping || !mayTakeUp()) return 0;
     sweeping = true;
     try {
       let resumed = 0;
-      for (const due of await outbox.claimDue()) {
-        if (!due.kept) {
-          await outbox.forget(due.digest);
-          continue;
+      // Batch after batch while they come back full and nothing piles up: entries without a
+      // copy (dropped at once) must not hold back the owed ones behind them.
+      for (let batch = 0; batch < MAX_BATCHES_PER_SWEEP && mayTakeUp(); batch++) {
+        const claimed = await outbox.claimDue(SWEEP_BATCH);
+        for (const due of claimed) {
+          if (!due.kept) {
+            await outbox.forget(due);
+            continue;
+          }
+          const tokens = owed(due.digest, due.sealed);
+          if (typeof tokens === 'object') resumed += 1;
+          void revokeOwed(due.digest, tokens);
         }
-        const tokens = owed(due.digest, due.sealed);
-        if (typeof tokens === 'object') resumed += 1;
-        void revokeOwed(due.digest, tokens);
+        if (claimed.length < SWEEP_BATCH) break;
       }
       if (resumed > 0) options.onResumed?.(resumed);
       return resumed;

@@ -101,6 +101,8 @@ export interface RegistryOptions {
   onEnded?: (sessionDigest: string, reason: EndReason) => void;
   /** An ended session's index entries could not be removed (readers drop them: the record is gone). */
   onIndexError?: (err: unknown) => void;
+  /** The revocation journal could not be written (the end goes on; its revocation is tried once). */
+  onJournalError?: (err: unknown) => void;
   /** After each end is written, not waited for (a Sentinel master's replicas' acknowledgement, unreplicated-writes.ts). */
   afterEnd?: (sessionDigest: string, reason: EndReason, revokes: boolean) => Promise<void>;
 }
@@ -136,8 +138,10 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
     // between its index entry and its save finds it once saved, and ends itself (the callback).
     let stored: StoredSession | undefined;
     // Owed before it is taken: a process that dies after the take has left its entry (one whose
-    // take never came has no copy, and a sweep drops it). Outside the try: failing, it ended nothing.
-    if (keep) await outbox.enlist(sessionDigest);
+    // take never came has no copy, and a sweep drops it). One Redis would not write does not stop
+    // the end: the set is one key, on one Cluster shard, whose outage failed every logout of the
+    // deployment (found by review); such an end is revoked as before the journal, once.
+    if (keep) await outbox.enlist(sessionDigest).catch((err: unknown) => options.onJournalError?.(err));
     try {
       // The note is read only for whether the end revokes (endedWithRevocation), by every
       // process version: a revoking end whose reason is not one (a trimmed session, `expired`)
@@ -154,7 +158,9 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       throw err;
     }
     // From here the session is over, whatever fails next: its streams are told on every
-    // instance and its caller revokes its tokens.
+    // instance and its caller revokes its tokens. An end that took nothing owes nothing: left
+    // for the sweeps, such entries (a logout by `sub` over expired sessions) crowded out the owed.
+    if (keep && !stored) await outbox.dropUncopied(sessionDigest).catch((err: unknown) => options.onJournalError?.(err));
     await unindex(sessionDigest, stored);
     options.onEnded?.(sessionDigest, reason);
     // Not waited for: what it remembers is this process's, whether or not the caller answered,

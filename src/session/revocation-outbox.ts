@@ -21,21 +21,38 @@ import { createTimed, type RedisObserver } from '../redis/timing.js';
 import type { Sealer } from '../crypto/seal.js';
 import { createRecordCodec, deserializeRecord, type StoredSession } from './record-codec.js';
 
+/**
+ * Redis's clock in ms. `1000.0`: the demo's Lua (ioredis-mock, fengari) multiplies integers in
+ * 32 bits, and `* 1000` wrapped the score (found by review).
+ */
+const NOW_MS = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000.0 + math.floor(tonumber(t[2]) / 1000)`;
+
 /** Enlists ARGV[1], touched now; the set lives as long as its newest entry may (ARGV[2] ms). */
 const ENLIST = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+${NOW_MS}
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
-/** Up to ARGV[1] entries untouched for ARGV[2] ms, each touched again (claimed) by the caller. */
+/**
+ * Up to ARGV[1] entries untouched for ARGV[2] ms, each touched again (claimed) by the caller;
+ * returns the claim's score first, then the members. The score is half a millisecond past the
+ * clock, which no ENLIST writes: an end enlisted in the same millisecond is told from the claim.
+ */
 const CLAIM_DUE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+${NOW_MS}
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[1]))
-for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], now, member) end
+local claimed = now + 0.5
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], claimed, member) end
+table.insert(due, 1, tostring(claimed))
 return due`;
+
+/** Drops ARGV[1] if it is still as the claim at ARGV[2] left it (no end enlisted it since). */
+const FORGET_CLAIMED = `
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0`;
 
 /** Entries one sweep takes up, per process: a provider slow enough to outlast leases is not flooded. */
 export const SWEEP_BATCH = 16;
@@ -56,12 +73,12 @@ export interface RevocationOutboxOptions {
   observe?: RedisObserver;
 }
 
-/** What a sweep found for one entry whose lease lapsed. */
+/** What a sweep found for one entry whose lease lapsed, claimed at `claimedAt` (Redis ms). */
 export type DueRevocation =
   /** The copy is gone (released, expired, or never taken): the entry is dropped. */
-  | { digest: string; kept: false }
+  | { digest: string; claimedAt: string; kept: false }
   /** The copy's token set, sealed as stored ('' for a record without tokens). */
-  | { digest: string; kept: true; sealed: string };
+  | { digest: string; claimedAt: string; kept: true; sealed: string };
 
 export interface RevocationOutbox {
   /** Before the take: the end's revocation is owed, and leased to the caller. */
@@ -72,8 +89,17 @@ export interface RevocationOutbox {
   release(sessionDigest: string): Promise<void>;
   /** Entries whose lease lapsed, leased again to the caller, with what their copies hold. */
   claimDue(limit?: number): Promise<DueRevocation[]>;
-  /** Drops an entry whose copy is gone. */
-  forget(sessionDigest: string): Promise<void>;
+  /**
+   * Drops a claimed entry whose copy was gone, unless an end enlisted the session since (its
+   * copy may exist by now: a session whose first end never took it, ended again).
+   */
+  forget(due: DueRevocation): Promise<void>;
+  /**
+   * Drops the entry of an end that took nothing, unless a copy another end kept is there (the
+   * entry is that end's too). No copy can come later: the take left the end's note, and no
+   * record is written over one.
+   */
+  dropUncopied(sessionDigest: string): Promise<void>;
 }
 
 export function createRevocationOutbox(options: RevocationOutboxOptions): RevocationOutbox {
@@ -81,7 +107,7 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
   const timed = createTimed(options.observe);
   const codec = createRecordCodec(options.sealer);
   const outbox = keys.revocationOutbox();
-  const forget = async (d: string) => {
+  const zrem = async (d: string) => {
     await timed('revocation_outbox', () => redis.zrem(outbox, d));
   };
 
@@ -96,21 +122,27 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
     async release(d) {
       // Two slots in a Cluster: the copy first, so that an entry left by a failure finds it gone.
       await timed('session_delete', () => redis.del(keys.takenRecord(d)));
-      await forget(d);
+      await zrem(d);
     },
     async claimDue(limit = SWEEP_BATCH) {
-      const due = (await timed('revocation_outbox', () => redis.eval(CLAIM_DUE, 1, outbox, String(limit), String(leaseMs)))) as unknown;
-      const digests = Array.isArray(due) ? due.filter((d): d is string => typeof d === 'string') : [];
-      const found: DueRevocation[] = [];
-      for (const digest of digests) {
-        const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
-        // Read without opening `auth`: only the sealed token set is needed, and a copy whose auth
-        // is sealed with a key this process lacks still owes its revocation.
-        const raw = typeof text === 'string' ? deserializeRecord(text) : undefined;
-        found.push(raw ? { digest, kept: true, sealed: raw.tokens.sealed } : { digest, kept: false });
-      }
-      return found;
+      const answer = (await timed('revocation_outbox', () => redis.eval(CLAIM_DUE, 1, outbox, String(limit), String(leaseMs)))) as unknown;
+      const [claimedAt, ...digests] = Array.isArray(answer) ? answer.filter((d): d is string => typeof d === 'string') : [];
+      if (claimedAt === undefined) return [];
+      return Promise.all(
+        digests.map(async (digest): Promise<DueRevocation> => {
+          const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
+          // Read without opening `auth`: only the sealed token set is needed, and a copy whose auth
+          // is sealed with a key this process lacks still owes its revocation.
+          const raw = typeof text === 'string' ? deserializeRecord(text) : undefined;
+          return raw ? { digest, claimedAt, kept: true, sealed: raw.tokens.sealed } : { digest, claimedAt, kept: false };
+        }),
+      );
     },
-    forget,
+    async forget(due) {
+      await timed('revocation_outbox', () => redis.eval(FORGET_CLAIMED, 1, outbox, due.digest, due.claimedAt));
+    },
+    async dropUncopied(d) {
+      if ((await timed('session_peek', () => redis.exists(keys.takenRecord(d)))) === 0) await zrem(d);
+    },
   };
 }

@@ -14,6 +14,10 @@
  * - ended-revocations.ts owed: `'elsewhere'` → `undefined`: "a copy sealed with another key".
  * - ended-revocations.ts revokeEnded: `taken === undefined ? revoke(otherwise)` →
  *   `taken === undefined ? revokeOwed(d, undefined)`: "an end that took nothing".
+ * - revocation-outbox.ts FORGET_CLAIMED: `score and tonumber(score) == tonumber(ARGV[2])` →
+ *   `score`: "a claim that found no copy".
+ * - ended-revocations.ts mayTakeUp: `options.ready() &&` removed: "sweeps nothing while".
+ * - ended-revocations.ts sweep: `batch < MAX_BATCHES_PER_SWEEP` → `batch < 1`: "one sweep gets past".
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -51,7 +55,7 @@ afterAll(async () => {
 });
 
 /** The stack one process has: records, the outbox, and its revocations, whose provider answers `answer()`. */
-function processWith(answer: () => 'heard' | 'failed' = () => 'heard') {
+function processWith(answer: () => 'heard' | 'failed' = () => 'heard', ready = () => true) {
   const revoked: string[] = [];
   const records = createSessionRecords({ redis, keys, sealer, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 });
   const outbox = createRevocationOutbox({ redis, keys, sealer, leaseMs: LEASE_MS, keptMs: 60_000 });
@@ -64,7 +68,7 @@ function processWith(answer: () => 'heard' | 'failed' = () => 'heard') {
     },
   });
   const resumed: number[] = [];
-  const revocations = createEndedRevocations({ outbox, vault, sealer, revoke, sweepIntervalMs: 60_000, onResumed: (n) => resumed.push(n) });
+  const revocations = createEndedRevocations({ outbox, vault, sealer, revoke, ready, sweepIntervalMs: 60_000, onResumed: (n) => resumed.push(n) });
   return { records, outbox, revoke, revocations, revoked, resumed };
 }
 
@@ -87,7 +91,7 @@ it('is its owner\'s until the lease lapses, then taken up by exactly one sweep',
   const other = processWith();
   expect((await other.outbox.claimDue()).map((due) => due.digest)).not.toContain(d);
   const due = await eventually('the lease to lapse', 5_000, async () => (await other.outbox.claimDue()).find((x) => x.digest === d));
-  expect(due).toEqual({ digest: d, kept: true, sealed: expect.any(String) });
+  expect(due).toEqual({ digest: d, claimedAt: expect.any(String), kept: true, sealed: expect.any(String) });
   // Claimed: leased again, so a third process's sweep does not take it too.
   expect((await processWith().outbox.claimDue()).map((x) => x.digest)).not.toContain(d);
   await other.revocations.revokeEnded(d, due.kept ? due.sealed : undefined);
@@ -142,7 +146,7 @@ it('a copy sealed with a key this process lacks is left for a process that holds
   const stranger = createSealer([randomBytes(32).toString('base64')]);
   const revoke = createRevoker(provider, createLogger({ level: 'silent' }), { revokeTokens: async () => 0 });
   const outbox = createRevocationOutbox({ redis, keys, sealer: stranger, leaseMs: LEASE_MS, keptMs: 60_000 });
-  const elsewhere = createEndedRevocations({ outbox, vault: createTokenVault(stranger), sealer: stranger, revoke, sweepIntervalMs: 60_000 });
+  const elsewhere = createEndedRevocations({ outbox, vault: createTokenVault(stranger), sealer: stranger, revoke, ready: () => true, sweepIntervalMs: 60_000 });
   const enlisted = await owedNow(d);
   await eventually('the lease to lapse and the stranger\'s sweep to claim it', 5_000, async () => {
     await elsewhere.sweep();
@@ -198,4 +202,49 @@ it('the entries live no longer than their copies may (the set has a TTL)', async
   const ttl = await redis.pttl(keys.revocationOutbox());
   expect(ttl).toBeGreaterThan(0);
   expect(ttl).toBeLessThanOrEqual(60_000 + LEASE_MS);
+});
+
+// Found by review: the sweep's drop was a plain ZREM after a claim that found no copy, and took
+// the entry of the session's next end, enlisted (and its copy kept) in between.
+it('a claim that found no copy does not drop the entry of an end that came after it', async () => {
+  const p = processWith();
+  const d = digest(randomBytes(16).toString('hex'));
+  await p.records.write(d, { tokens: { v: 1, sealed: vault.seal(d, { accessToken: 'at-x', refreshToken: 'rt-x' }) }, cookie: { path: '/' } });
+  // A first end enlisted, and its take never came (503): the session lives on.
+  await p.outbox.enlist(d);
+  const claimed = await eventually('the lease to lapse', 5_000, async () => (await p.outbox.claimDue()).find((x) => x.digest === d));
+  expect(claimed.kept).toBe(false);
+  // The user ends it again: enlisted, taken, its copy kept; then the sweep drops what it claimed.
+  await p.outbox.enlist(d);
+  expect(await p.records.take(d, { reason: 'revoked', ttlSeconds: 60, revokes: true, keep: true })).toBeDefined();
+  await p.outbox.forget(claimed);
+  expect(await owedNow(d)).not.toBeNull();
+  expect(await copyExists(d)).toBe(1);
+});
+
+it('sweeps nothing while the provider cannot be asked: the tries are kept for when it can', async () => {
+  let ready = false;
+  const p = processWith(() => 'heard', () => ready);
+  const { d, tokens } = await endedSession(processWith());
+  const enlisted = await owedNow(d);
+  await eventually('the lease to lapse', 5_000, async () => (await redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000))) - Number(enlisted) > LEASE_MS);
+  expect(await p.revocations.sweep()).toBe(0);
+  expect(await owedNow(d)).toBe(enlisted);
+  ready = true;
+  expect(await p.revocations.sweep()).toBe(1);
+  await p.revoke.settle(5_000);
+  expect(p.revoked).toEqual([tokens.refreshToken]);
+});
+
+it('one sweep gets past a backlog of entries without copies to the owed ones behind them', async () => {
+  const p = processWith();
+  // 40 ends that took nothing and were never dropped (a process killed after enlisting), then one owed.
+  for (let i = 0; i < 40; i++) await p.outbox.enlist(digest(`nothing ${i} ${randomBytes(4).toString('hex')}`));
+  const { d, tokens } = await endedSession(p);
+  const before = await owedNow(d);
+  await eventually('the lease to lapse', 5_000, async () => (await redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000))) - Number(before) > LEASE_MS);
+  expect(await p.revocations.sweep()).toBe(1);
+  await p.revoke.settle(5_000);
+  expect(p.revoked).toEqual([tokens.refreshToken]);
+  expect(await redis.zcard(keys.revocationOutbox())).toBe(0);
 });
