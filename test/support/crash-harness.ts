@@ -80,9 +80,10 @@ export async function startCrashStack(name: string, options: { accessTokenTtl?: 
   const tmp = mkdtempSync(path.join(os.tmpdir(), `bff-crash-${name}-`));
   const redis = await startRedisServer();
   const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-  // A's sweeps of the revocation outbox run on a timer: a claim (EVAL, one key, two arguments)
-  // is not the flow's, and A's lease is long, so that B is the one to take up what A left.
-  const relay = await startCrashRelay(redis.url, (parts) => /^eval$/i.test(parts[0] ?? '') && parts[3] === `${PREFIX}revocations` && parts.length === 6);
+  // A's sweeps of the revocation outbox run on a timer: a claim (the script that ranges the set)
+  // is not the flow's, and A's retry interval is long, so that B takes up what A left. The
+  // enlisting script is the flow's, and counted.
+  const relay = await startCrashRelay(redis.url, (parts) => /^eval$/i.test(parts[0] ?? '') && (parts[1] ?? '').includes('ZRANGEBYSCORE'));
   const upstream = await startUpstream();
   const [portA, portB] = [await findFreePort(), await findFreePort()];
   const publicUrl = `http://127.0.0.1:${portA}`;

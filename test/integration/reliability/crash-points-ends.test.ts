@@ -22,7 +22,7 @@
  * - src/session/records.ts take() never keeping a copy (`endedFor?.keep ? '1' : '0'` → `'0'`):
  *   all three sweeps (the refresh token of an end killed after the take is never revoked).
  * - src/session/registry.ts end(): `how.keep ?? (revokes && !how.again)` → `how.keep ?? false`
- *   (only the logout journals): the DELETE and back-channel logout sweeps.
+ *   (no end journals, or keeps a copy): all three sweeps.
  */
 import type { CrashMode } from '../../support/crash-relay.js';
 import { call, isLoginRequired, standing, startCrashStack, type CrashStack, type Signed } from '../../support/crash-harness.js';

@@ -91,20 +91,34 @@ it('drops what is past the queue, said in one log line per overflow', async () =
 
 // The revocation journal releases an entry only on `success` (session/ended-revocations.ts): a
 // drop past the queue or a provider not ready must say so, or the journal let go of a revocation
-// never sent. Fails if endedAt() tells `settled` 'success' (`settled(outcome)` → `settled('success')`).
+// never sent. Fails if endedAt() tells `settled` 'success' (`settled(outcome)` → `settled('success')`),
+// or does not track it (`if (settled) track(` → `if (settled) void (`), or if the revocation's
+// `settled` is awaited outside the work it tracks.
 it('tells `settled` how each revocation ended, past the caller\'s wait, and counts it as under way', async () => {
   const { revoke, finishRunning } = setup(1, 1);
   const told: string[] = [];
-  const settled = (i: number) => (outcome: string) => void told.push(`${i} ${outcome}`);
+  // Each `settled` is a Redis command in the journal: held here until the test lets them finish.
+  const releases: (() => void)[] = [];
+  const settled = (i: number) => (outcome: string) => {
+    told.push(`${i} ${outcome}`);
+    return new Promise<void>((resolve) => releases.push(resolve));
+  };
   const answered = [0, 1, 2].map((i) => revoke(tokens(i), settled(i)));
   await Promise.all(answered);
   // 0 runs, 1 waits its turn, 2 is past the queue; the callers were answered after their 10 ms.
   expect(told).toEqual(['2 dropped']);
-  expect(revoke.underWay()).toBe(2);
+  // The dropped one's `settled` is still under way, with the two revocations.
+  expect(revoke.underWay()).toBe(3);
   await finishRunning();
   await finishRunning();
-  await revoke.settle(1000);
   expect(told.sort()).toEqual(['0 success', '1 success', '2 dropped']);
+  expect(revoke.underWay()).toBe(3);
+  // settle() waits for them: not settled within 50 ms while they are held.
+  await revoke.settle(50);
+  expect(revoke.underWay()).toBe(3);
+  for (const release of releases.splice(0)) release();
+  await revoke.settle(1000);
+  expect(revoke.underWay()).toBe(0);
   const down = createRevoker({ ...provider, isReady: () => false }, createLogger({ level: 'silent' }));
   await down(tokens(3), settled(3));
   await down.settle(1000);
