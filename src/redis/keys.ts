@@ -52,8 +52,8 @@ export interface Keys {
    */
   takenRecord(sessionDigest: string): string;
   /**
-   * Sorted set of the sessions whose kept record still owes its revocation, scored by when
-   * another process may take it up (Redis time, ms; session/revocation-outbox.ts).
+   * Sorted set of the sessions whose kept record still owes its revocation, scored by when a
+   * process last took it up (Redis time, ms; session/revocation-outbox.ts).
    */
   revocationOutbox(): string;
   /** The sign-in that replaced a session, while another sign-in of the same browser may still come (registry.succeed). */
