@@ -43,8 +43,9 @@ export interface ProviderLogouts {
 
 /**
  * Sessions one provider logout ends at once. In turn, each end's half-dozen round trips added
- * up: a logout by `sub` of a user's 1,000 sessions took 1,000 times them (0.3 s on loopback,
- * seconds across a network) while the provider waited for its answer.
+ * up: a logout by `sub` of a user's 1,000 sessions took 1,000 times them while the provider
+ * waited for its answer (`npm run bench:backchannel`: 308 ms on loopback, 9 s with Redis 2 ms
+ * away; 8 at once: 90 ms, 1.2 s).
  */
 export const ENDS_AT_ONCE = 8;
 

@@ -1,7 +1,7 @@
 /**
  * A provider's logout of many sessions (session/provider-logouts.ts): ended at most
  * ENDS_AT_ONCE at a time, no longer one after another (a logout by `sub` of 1,000 sessions took
- * 1,000 times an end's round trips while the provider waited; 321 → 86 ms on loopback), and
+ * 1,000 times an end's round trips while the provider waited; npm run bench:backchannel), and
  * none started after the first failure. `end` is the test's, which counts and holds each.
  *
  * Fails if endAll ends in turn (`ENDS_AT_ONCE` → 1 in its atMost call): "ends them at most";
