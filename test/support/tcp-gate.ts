@@ -8,9 +8,11 @@ import { listenOnLoopback } from './listen.js';
 export interface TcpGate {
   url: string;
   /**
-   * Stops carrying anything, either way, on the links whose client has subscribed (pub/sub),
+   * Stops carrying anything, either way, on the links whose client has subscribed (pub/sub: the
+   * confirmation passed on),
    * and leaves them open: a NAT or load balancer that dropped an idle connection silently, or a
-   * node that hangs. Later links are carried as usual.
+   * node that hangs. Later links are carried as usual. Returns how many it deafened now (one
+   * deafened earlier and not closed yet is not counted again).
    */
   deafenSubscribers(): number;
   shut(): void;
@@ -21,17 +23,20 @@ export interface TcpGate {
 export async function startTcpGate(targetUrl: string): Promise<TcpGate> {
   const target = new URL(targetUrl);
   let isOpen = true;
-  const links = new Set<{ client: net.Socket; upstream: net.Socket; subscribed?: boolean }>();
+  const links = new Set<{ client: net.Socket; upstream: net.Socket; subscribed?: boolean; deaf?: boolean }>();
   const server = net.createServer((client) => {
     if (!isOpen) return void client.destroy();
     const upstream = net.connect(Number(target.port || 6379), target.hostname);
-    const link: { client: net.Socket; upstream: net.Socket; subscribed?: boolean } = { client, upstream };
+    const link: { client: net.Socket; upstream: net.Socket; subscribed?: boolean; deaf?: boolean } = { client, upstream };
     links.add(link);
-    client.on('data', (chunk: Buffer) => {
-      if (/subscribe/i.test(chunk.toString('latin1'))) link.subscribed = true;
-    });
     client.pipe(upstream);
     upstream.pipe(client);
+    // Subscribed once Redis's confirmation has been passed on (after the pipe's own write): a
+    // link deafened between its SUBSCRIBE and the answer left the client waiting for it, which
+    // it then sent again on a new link that nothing deafened (a flake seen in CI: no renewal).
+    upstream.on('data', (chunk: Buffer) => {
+      if (/subscribe/i.test(chunk.toString('latin1'))) link.subscribed = true;
+    });
     const drop = () => {
       links.delete(link);
       client.destroy();
@@ -46,7 +51,8 @@ export async function startTcpGate(targetUrl: string): Promise<TcpGate> {
     deafenSubscribers() {
       let deafened = 0;
       for (const link of links) {
-        if (!link.subscribed) continue;
+        if (!link.subscribed || link.deaf) continue;
+        link.deaf = true;
         link.client.unpipe(link.upstream);
         link.upstream.unpipe(link.client);
         // Read and dropped from here on, as a black hole would.
