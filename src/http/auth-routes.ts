@@ -156,7 +156,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
    * computer's next user signing in over the last).
    */
   function revokeOtherUsers(ended: readonly EndedSession[]): void {
-    for (const { digest: d, stored, otherUser } of ended) if (otherUser) void revocations.revokeEnded(d, stored.tokens.sealed);
+    revocations.revokeAll(ended.filter((e) => e.otherUser));
   }
 
   async function callback(req: Request, res: Response): Promise<void> {
@@ -269,7 +269,7 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
     // Past session.maxPerUser, the user's oldest sessions end: one account signed in thousands of
     // times made every listing, logout by sub and revocation burst cost as much.
     const trimmed = (await registry.trim(sessionDigest, auth, config.session.maxPerUser).catch(trimFailed)) ?? [];
-    for (const t of trimmed) if (t.revokes) void revocations.revokeEnded(t.digest, t.stored.tokens.sealed);
+    revocations.revokeAll(trimmed.filter((t) => t.revokes));
     metrics.loginTransactions.inc({ outcome: 'signed_in' });
     logger.info({ event: 'login', session: auth.handle }, 'signed in');
     if (startsClean) clearSiteData(res);

@@ -16,7 +16,6 @@ import { withStore } from '../redis/errors.js';
 import { remember } from '../redis/replay.js';
 import { tryLock } from '../redis/lock.js';
 import type { RedisClient } from '../redis/client.js';
-import type { StoredSession } from '../session/records.js';
 import type { SessionRegistry } from '../session/registry.js';
 import { MAX_CLOCK_SKEW_SECONDS } from '../clock.js';
 import type { EndedRevocations } from '../session/ended-revocations.js';
@@ -68,7 +67,6 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
   const csrf = requireCsrf(config.csrf.headerName);
   const router = Router();
 
-  const revokeEnded = (sessionDigest: string, stored: StoredSession | undefined) => revocations.revokeEnded(sessionDigest, stored?.tokens.sealed);
 
   async function list(req: Request, res: Response): Promise<void> {
     const auth = requireSignedIn(req);
@@ -92,7 +90,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
     const target = (await withStore(() => registry.list(auth.iss, auth.sub))).find((s) => s.handle === id);
     if (!target) throw new GatewayError('not_found');
     const stored = await withStore(() => registry.end(target.digest, 'revoked'));
-    await revokeEnded(target.digest, stored);
+    await revocations.revokeEnded(target.digest, stored?.tokens.sealed);
     if (target.digest === digest(req.sessionID)) clearSessionCookie(res, config);
     logger.info({ event: 'session_ended', session: id, by: auth.handle }, 'session ended by its user');
     res.status(204).end();
@@ -149,7 +147,7 @@ export function createSessionRoutes(deps: SessionRouteDeps): Router {
     logger.info({ event: 'backchannel_logout', by: logout.sid ? 'sid' : 'sub', ended: ended.length }, 'back-channel logout');
     // BCL §2.7: the provider is waiting on this answer; revocation happens after it (and logs
     // its own failures).
-    for (const s of ended) void revokeEnded(s.digest, s.stored);
+    revocations.revokeAll(ended);
     res.status(200).end();
   }
 

@@ -91,7 +91,7 @@ export function createSignedInHandlers(deps: SignedInDeps): { user(req: Request,
       await revocations.revokeEnded(ended.sessionDigest, ended.taken, tokens);
       // Just before this answer clears the cookie: another tab's sign-in done meanwhile goes too.
       const successors = await registry.endSuccessors(ended.sessionDigest, 'logout').catch(() => []);
-      for (const s of successors) void revocations.revokeEnded(s.digest, s.stored.tokens.sealed);
+      revocations.revokeAll(successors);
       logger.info({ event: 'logout', ...(ended.handle ? { session: ended.handle } : {}) }, 'signed out');
     }
     clearSessionCookie(res, config);

@@ -5,6 +5,7 @@
  */
 import type { Sealer } from '../crypto/seal.js';
 import type { Revoker } from '../oidc/revocation.js';
+import type { StoredSession } from './record-codec.js';
 import { SWEEP_BATCH, type RevocationOutbox } from './revocation-outbox.js';
 import type { TokenSet } from './tokens.js';
 import type { TokenVault } from './vault.js';
@@ -38,6 +39,8 @@ export interface EndedRevocations {
    * unjournaled.
    */
   revokeEnded(sessionDigest: string, taken: string | undefined, otherwise?: TokenSet): Promise<void>;
+  /** revokeEnded() for each record an end of many took (a provider's logout, a sign-in's), not waited for. */
+  revokeAll(ended: readonly { digest: string; stored: StoredSession }[]): void;
   /** One sweep: takes up the entries whose lease lapsed; resolves to how many it revoked. */
   sweep(): Promise<number>;
   /** Sweeps every interval until stop(). */
@@ -114,8 +117,14 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
     timer.unref();
   }
 
+  const revokeEnded = (d: string, taken: string | undefined, otherwise?: TokenSet): Promise<void> =>
+    taken === undefined ? revoke(otherwise) : revokeOwed(d, owed(d, taken));
+
   return {
-    revokeEnded: (d, taken, otherwise) => (taken === undefined ? revoke(otherwise) : revokeOwed(d, owed(d, taken))),
+    revokeEnded,
+    revokeAll(ended) {
+      for (const { digest, stored } of ended) void revokeEnded(digest, stored.tokens.sealed);
+    },
     sweep,
     start() {
       if (timer === undefined) schedule();
