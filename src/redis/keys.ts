@@ -47,8 +47,9 @@ export interface Keys {
   /** A session's end and its reason, remembered for a while (session/registry.ts end). */
   endedSession(sessionDigest: string): string;
   /**
-   * A record a logout took, kept sealed as it was stored until that logout's request deletes it:
-   * a removal that timed out but landed leaves it for the logout's retry (registry.reclaim).
+   * A record an end that revokes took, kept sealed as it was stored until its tokens are revoked
+   * (session/revocation-outbox.ts): a logout's retry reclaims it (registry.reclaim), any
+   * process's sweep revokes from it.
    */
   takenRecord(sessionDigest: string): string;
   /**
