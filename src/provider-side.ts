@@ -23,7 +23,6 @@ import type { Keys } from './redis/keys.js';
 import { createEndedRevocations, type EndedRevocations } from './session/ended-revocations.js';
 import type { RevocationOutbox } from './session/revocation-outbox.js';
 import type { TokenVault } from './session/vault.js';
-import { failureLogGate } from './clock.js';
 
 export interface ProviderSideDeps {
   tracing: Tracing;
@@ -36,6 +35,8 @@ export interface ProviderSideDeps {
   vault: TokenVault;
   /** The revocations ends owe (session/revocation-outbox.ts), swept from here. */
   outbox: RevocationOutbox;
+  /** A sweep's Redis command failed (counted and logged by the runtime, as the journal's other failures). */
+  onOutboxError: (err: unknown) => void;
   refusals: RefusalCooldown;
   dpopNonces: DpopNonces;
   discoveryRetry?: { initialMs: number; maxMs: number };
@@ -70,7 +71,6 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     },
   });
   const revoke = createRevoker(provider, logger, { onOutcome: (outcome) => metrics.tokenRevocations.inc({ outcome }) });
-  const sweepsFailed = failureLogGate(clock);
   const revocations = createEndedRevocations({
     outbox: deps.outbox,
     vault: deps.vault,
@@ -80,13 +80,7 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     // A quarter of the retry interval: what is owed is taken up soon after the interval passes.
     sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
     onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
-    onError: (err) => {
-      metrics.redisErrors.inc({ kind: 'command' });
-      const suppressed = sweepsFailed('revocation_outbox');
-      if (suppressed !== undefined) {
-        logger.warn({ event: 'revocation_outbox_failed', reason: describeProviderError(err), suppressed }, 'the revocation outbox could not be read or released; it is tried again at the next sweep (said once per 10 s)');
-      }
-    },
+    onError: deps.onOutboxError,
   });
   revocations.start();
   const clientTokens = createClientTokens({

@@ -176,7 +176,14 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     keptMs: ENDED_MEMORY_SECONDS * 1000,
     observe: metrics.observeRedis,
   });
+  // The journal's Redis failures (an entry not written; a sweep that could not read or release):
+  // counted, and said once per 10 s per kind.
   const mayLogJournal = failureLogGate(clock);
+  const journalFailed = (event: string, message: string) => (err: unknown) => {
+    metrics.redisErrors.inc({ kind: 'command' });
+    const suppressed = mayLogJournal(event);
+    if (suppressed !== undefined) logger.warn({ event, reason: describeProviderError(err), suppressed }, `${message} (said once per 10 s)`);
+  };
   const registry = createSessionRegistry({
     redis,
     keys,
@@ -196,13 +203,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
       metrics.redisErrors.inc({ kind: 'command' });
       logger.warn({ event: 'session_index_cleanup_failed', reason: describeProviderError(err) }, 'an ended session stays in its index until a reader drops it');
     },
-    onJournalError: (err) => {
-      metrics.redisErrors.inc({ kind: 'command' });
-      const suppressed = mayLogJournal('revocation_journal');
-      if (suppressed !== undefined) {
-        logger.warn({ event: 'revocation_journal_failed', reason: describeProviderError(err), suppressed }, 'an ended session could not be journaled for revocation; it is revoked once, not retried (said once per 10 s)');
-      }
-    },
+    onJournalError: journalFailed('revocation_journal_failed', 'an ended session could not be journaled for revocation; it is revoked once, not retried'),
   });
   const coordinator = createRefreshCoordinator({
     redis,
@@ -254,6 +255,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions = {}
     sealer,
     vault,
     outbox,
+    onOutboxError: journalFailed('revocation_outbox_failed', 'the revocation outbox could not be read or released; it is tried again at the next sweep'),
     refusals,
     dpopNonces,
     ...(options.discoveryRetry ? { discoveryRetry: options.discoveryRetry } : {}),
