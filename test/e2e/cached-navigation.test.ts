@@ -17,10 +17,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Browser, BrowserContext } from 'playwright-core';
-import { browserSuite, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, closeWithin, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startUpstream, type Upstream } from '../support/upstream.js';
-import { withTimeout } from '../support/wait.js';
 import { contextWith, pageFetch, sessionOf, startForeignPages, type ForeignPages } from '../support/foreign-pages.js';
 
 const run = browserSuite('test/e2e/cached-navigation.test.ts');
@@ -62,7 +61,7 @@ run('a proxied answer kept in the browser cache, reached by a navigation', () =>
     context = undefined;
   });
   afterAll(async () => {
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await attacker?.close();
     await stack?.close();
     await upstream?.close();

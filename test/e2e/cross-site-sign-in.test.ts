@@ -14,7 +14,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSuite, firstVisible, launchChromium, signInAtDemoProvider, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, firstVisible, launchChromium, signInAtDemoProvider, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { withTimeout } from '../support/wait.js';
 
@@ -87,8 +87,8 @@ run('a sign-in started from another site (Chromium)', () => {
   }, 45_000);
 
   afterAll(async () => {
-    await withTimeout(context?.close().catch(() => undefined) ?? Promise.resolve(), 5_000, 'closing the context', { fallback: undefined });
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await closeWithin(context, CLOSE_CONTEXT_MS);
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await new Promise((resolve) => (otherSite ? otherSite.close(resolve) : resolve(undefined)));
     await demo?.stop();
   }, 40_000);

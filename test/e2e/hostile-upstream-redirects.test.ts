@@ -22,10 +22,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSuite, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, closeWithin, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startUpstream, type Upstream } from '../support/upstream.js';
-import { withTimeout } from '../support/wait.js';
 import { contextWith, pageFetch, sessionOf } from '../support/foreign-pages.js';
 
 const run = browserSuite('test/e2e/hostile-upstream-redirects.test.ts');
@@ -64,7 +63,7 @@ run("a hostile upstream's redirects, followed by the SPA's fetch", () => {
     context = undefined;
   });
   afterAll(async () => {
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await stack?.close();
     await weather?.close();
     await payments?.close();

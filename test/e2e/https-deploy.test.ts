@@ -11,7 +11,7 @@
  * Secure, and the sign-in never gets past the binding (the login cookie assertion fails).
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSuite, evaluate, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, evaluate, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { buildTestConfig, gatewayClient, reserveServer, startTestGateway, type TestGateway } from '../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../support/oidc-provider.js';
 import { makeSelfSignedCertificate } from '../support/tls-cert.js';
@@ -43,8 +43,8 @@ run('an https deployment in Chromium', () => {
   }, 45_000);
 
   afterAll(async () => {
-    await withTimeout(context?.close().catch(() => undefined) ?? Promise.resolve(), 5_000, 'closing the context', { fallback: undefined });
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await closeWithin(context, CLOSE_CONTEXT_MS);
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await gw?.close();
     await hop?.close();
     await upstream?.close();

@@ -18,7 +18,7 @@
 import { existsSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
-import { signInAtDemoProvider } from '../support/chromium.js';
+import { CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, signInAtDemoProvider } from '../support/chromium.js';
 import { withTimeout } from '../support/wait.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -108,8 +108,8 @@ run('live sessions in the demo SPA (Chromium)', () => {
   }, 45_000);
 
   afterAll(async () => {
-    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, 'closing a context', { fallback: undefined });
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    for (const context of contexts) await closeWithin(context, CLOSE_CONTEXT_MS);
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await demo?.stop();
   }, 40_000);
 

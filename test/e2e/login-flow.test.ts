@@ -11,7 +11,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { browserSuite, evaluate, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, evaluate, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { tokensOfSession } from '../support/assertions.js';
 import { findSecret } from '../support/secrets.js';
@@ -219,8 +219,8 @@ run('the demo SPA in Chromium (embedded default)', () => {
   }, 45_000);
 
   afterAll(async () => {
-    for (const context of contexts) await withTimeout(context.close().catch(() => undefined), 5_000, 'closing a context', { fallback: undefined });
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    for (const context of contexts) await closeWithin(context, CLOSE_CONTEXT_MS);
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await demo?.stop();
     // Up to three contexts (5 s each), the browser (10 s), the demo (gateway 15 s, provider and API 5 s).
   }, 3 * 5_000 + 10_000 + 20_000 + 5_000);

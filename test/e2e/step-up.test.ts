@@ -15,7 +15,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { browserSuite, evaluate, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
+import { browserSuite, CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, evaluate, firstVisible, launchChromium, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
 import { withTimeout } from '../support/wait.js';
 
@@ -37,8 +37,8 @@ run('step-up in the demo SPA (Chromium)', () => {
   }, 45_000);
 
   afterAll(async () => {
-    await withTimeout(context?.close().catch(() => undefined) ?? Promise.resolve(), 5_000, 'closing the context', { fallback: undefined });
-    await withTimeout(browser?.close().catch(() => undefined) ?? Promise.resolve(), 10_000, 'closing the browser', { fallback: undefined });
+    await closeWithin(context, CLOSE_CONTEXT_MS);
+    await closeWithin(browser, CLOSE_BROWSER_MS);
     await demo?.stop();
   }, 5_000 + 10_000 + 20_000 + 5_000);
 

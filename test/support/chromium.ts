@@ -41,6 +41,15 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: WAIT_MS });
 }
 
+/** Browsers and contexts are closed within these in teardown; one that hangs is left, never a hung suite. */
+export const CLOSE_CONTEXT_MS = 5_000;
+export const CLOSE_BROWSER_MS = 10_000;
+
+/** Closes `target` (a browser, a context) in teardown: errors ignored, bounded by `ms`. */
+export async function closeWithin(target: { close(): Promise<unknown> } | undefined, ms: number): Promise<void> {
+  if (target !== undefined) await withTimeout(target.close().catch(() => undefined), ms, 'closing', { fallback: undefined });
+}
+
 /** page.evaluate has no timeout of its own: bounded here. */
 export function evaluate<T>(page: Page, expression: string): Promise<T> {
   return withTimeout(page.evaluate(expression) as Promise<T>, WAIT_MS, `page.evaluate(${expression.slice(0, 60)})`);
