@@ -14,6 +14,9 @@
  * looser reading must never reach through `/api/a`), `/api/b` (user, a target with a path of
  * its own) and `/api/b/open` (auth none), `/s/x-y` (stripPrefix), `/api/caf%C3%A9` (an escape).
  * Each has an upstream of its own, so the upstream called names the route the gateway chose.
+ *
+ * Fails (checked by hand) if src/app.ts forwards the target as received
+ * (`if (typeof target === 'string') req.url = target;` → `... void target;`): the property.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';

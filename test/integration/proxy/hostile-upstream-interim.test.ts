@@ -9,6 +9,11 @@
  *
  * A raw TCP upstream (Node's server cannot write these), the real gateway, provider and Redis;
  * the browser side is Node's client, which reports interim answers and trailers as received.
+ *
+ * The 103 and trailer cases hold because the gateway writes only the final head it built
+ * (proxy/headers.ts) and no trailers: no single line of src/ keeps them, so they guard against
+ * one that would relay them. The 102 case fails (checked by hand) without the head deadline
+ * (src/proxy/route-agent.ts `deadlines.track(proxyReq);` removed).
  */
 import http from 'node:http';
 import net from 'node:net';
