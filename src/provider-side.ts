@@ -80,6 +80,13 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     // A quarter of the retry interval: what is owed is taken up soon after the interval passes.
     sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
     onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
+    onAbandoned(handle) {
+      metrics.revocationsAbandoned.inc();
+      logger.error(
+        { event: 'revocation_abandoned', ...(handle ? { session: handle } : {}) },
+        "an ended session's last revocation try was not heard; its tokens stay valid at the provider until they expire",
+      );
+    },
     onError: deps.onOutboxError,
   });
   revocations.start();

@@ -36,6 +36,8 @@ export interface Metrics {
   redisMayEvict: Gauge;
   /** Revocations of ended sessions' tokens, by outcome (oidc/revocation.ts). */
   tokenRevocations: Counter<'outcome'>;
+  /** Ended sessions whose revocation the journal's last try did not get heard (session/ended-revocations.ts). */
+  revocationsAbandoned: Counter;
   /** Back-channel logouts received, by outcome (http/session-routes.ts). */
   backchannelLogouts: Counter<'outcome'>;
   openWebSockets: Gauge<'route'>;
@@ -185,6 +187,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'bff_token_revocations_total',
       help: "Revocations (RFC 7009) of ended sessions' tokens, by outcome: success, failure (a token not revoked, or no provider metadata), dropped (past the queue).",
       labelNames: ['outcome'],
+      registers,
+    }),
+    revocationsAbandoned: new Counter({
+      name: 'bff_token_revocations_abandoned_total',
+      help: "Ended sessions whose revocation was given up: the last try before the journal's kept copy expired was not heard (failure or dropped); their tokens stay valid at the provider until they expire.",
       registers,
     }),
     redisMayEvict: new Gauge({

@@ -25,6 +25,13 @@ export interface EndedRevocationsOptions {
   sweepIntervalMs: number;
   /** Told how many revocations a sweep took up, when any. */
   onResumed?: (count: number) => void;
+  /**
+   * A sweep's last try was not heard (failed, or dropped past the queue): the kept copy expires
+   * before a later sweep could find it, so it and its entry are released, and the session's
+   * tokens stay valid at the provider until they expire. `handle` is the session's public
+   * handle, when this process can open the copy's auth.
+   */
+  onAbandoned?: (handle: string | undefined) => void;
   /** A sweep's Redis command failed (it is tried again at the next). */
   onError?: (err: unknown) => void;
 }
@@ -53,6 +60,13 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
   const release = (d: string) => outbox.release(d).catch((err: unknown) => options.onError?.(err));
   let timer: NodeJS.Timeout | undefined;
   let sweeping = false;
+  /**
+   * A claimed copy that expires sooner than this is tried for the last time: the entry is due
+   * again a lease after the claim, and found at the first sweep after that (an interval, jittered
+   * up by a fifth, and a second for the batches before it). A copy that expired between two tries
+   * would be forgotten unsaid, so this try is the last one, said when it fails.
+   */
+  const lastTryWithinMs = outbox.leaseMs + options.sweepIntervalMs * 1.2 + 1000;
 
   /** What a kept copy's `sealed` owes: its token set, nothing (released), or `elsewhere` (another process's key). */
   function owed(d: string, sealed: string): TokenSet | 'elsewhere' | undefined {
@@ -60,14 +74,21 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
     return tokens ?? (sealed && sealer.sealedElsewhere(sealed) ? 'elsewhere' : undefined);
   }
 
-  function revokeOwed(d: string, tokens: TokenSet | 'elsewhere' | undefined): Promise<void> {
+  /** The last try was not heard: said, and the journal lets the session go. */
+  async function abandon(d: string): Promise<void> {
+    const kept = await outbox.kept(d).catch(() => undefined);
+    options.onAbandoned?.(kept?.auth?.handle);
+    await release(d);
+  }
+
+  function revokeOwed(d: string, tokens: TokenSet | 'elsewhere' | undefined, last = false): Promise<void> {
     if (tokens === 'elsewhere') return Promise.resolve();
     if (tokens === undefined) {
       // Nothing to revoke (no token set, or one that is not the gateway's): nothing is owed.
       revoke.track(release(d));
       return Promise.resolve();
     }
-    return revoke(tokens, (outcome) => (outcome === 'success' ? release(d) : undefined));
+    return revoke(tokens, (outcome) => (outcome === 'success' ? release(d) : last ? abandon(d) : undefined));
   }
 
   /** Whether another batch may be taken up now. */
@@ -91,7 +112,7 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
           }
           const tokens = owed(due.digest, due.sealed);
           if (typeof tokens === 'object') resumed += 1;
-          void revokeOwed(due.digest, tokens);
+          void revokeOwed(due.digest, tokens, due.expiresInMs <= lastTryWithinMs);
         }
         if (claimed.length < SWEEP_BATCH) break;
       }

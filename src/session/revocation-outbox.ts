@@ -77,10 +77,12 @@ export interface RevocationOutboxOptions {
 export type DueRevocation =
   /** The copy is gone (released, expired, or never taken): the entry is dropped. */
   | { digest: string; claimedAt: string; kept: false }
-  /** The copy's token set, sealed as stored ('' for a record without tokens). */
-  | { digest: string; claimedAt: string; kept: true; sealed: string };
+  /** The copy's token set, sealed as stored ('' for a record without tokens), and when the copy expires. */
+  | { digest: string; claimedAt: string; kept: true; sealed: string; expiresInMs: number };
 
 export interface RevocationOutbox {
+  /** How long an entry a process touched is left to it (RevocationOutboxOptions.leaseMs). */
+  readonly leaseMs: number;
   /** Before the take: the end's revocation is owed, and leased to the caller. */
   enlist(sessionDigest: string): Promise<void>;
   /** The copy a take kept (auth opened), left in place: a failed revocation is tried again. */
@@ -111,7 +113,18 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
     await timed('revocation_outbox', () => redis.zrem(outbox, d));
   };
 
+  /** A kept copy and how long it has left (ms; negative for none), in one round trip. */
+  async function readCopy(d: string): Promise<{ text: unknown; ttlMs: number }> {
+    const key = keys.takenRecord(d);
+    const replies = (await redis.pipeline([['get', key], ['pttl', key]]).exec()) ?? [];
+    const [[getErr, text] = [], [ttlErr, ttl] = []] = replies;
+    if (getErr || ttlErr) throw getErr ?? ttlErr;
+    // -1 (no expiry) is never written; anything but a number reads as expired.
+    return { text, ttlMs: typeof ttl === 'number' ? ttl : 0 };
+  }
+
   return {
+    leaseMs,
     async enlist(d) {
       await timed('revocation_outbox', () => redis.eval(ENLIST, 1, outbox, d, String(keptMs + leaseMs)));
     },
@@ -130,11 +143,11 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
       if (claimedAt === undefined) return [];
       return Promise.all(
         digests.map(async (digest): Promise<DueRevocation> => {
-          const text = await timed('session_peek', () => redis.get(keys.takenRecord(digest)));
+          const { text, ttlMs } = await timed('session_peek', () => readCopy(digest));
           // Read without opening `auth`: only the sealed token set is needed, and a copy whose auth
           // is sealed with a key this process lacks still owes its revocation.
           const raw = typeof text === 'string' ? deserializeRecord(text) : undefined;
-          return raw ? { digest, claimedAt, kept: true, sealed: raw.tokens.sealed } : { digest, claimedAt, kept: false };
+          return raw ? { digest, claimedAt, kept: true, sealed: raw.tokens.sealed, expiresInMs: Math.max(0, ttlMs) } : { digest, claimedAt, kept: false };
         }),
       );
     },

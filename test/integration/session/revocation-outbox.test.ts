@@ -7,6 +7,9 @@
  * reliability/crash-points-ends.test.ts.
  *
  * Mutations that fail this file (checked by hand, once each):
+ * - ended-revocations.ts sweep: `due.expiresInMs <= lastTryWithinMs` → `false`: "a sweep's last try".
+ * - ended-revocations.ts revokeOwed: `: last ? abandon(d) : undefined` → `: abandon(d)`: "a sweep's
+ *   failed try stays owed" (and "a failed revocation stays owed").
  * - revocation-outbox.ts CLAIM_DUE: `now - tonumber(ARGV[2])` → `now` (a lease that never holds):
  *   "is its owner's until the lease lapses".
  * - ended-revocations.ts revokeOwed: `outcome === 'success' ? release(d)` → `release(d)`:
@@ -31,6 +34,7 @@ import { createEndedRevocations } from '../../../src/session/ended-revocations.j
 import { createSessionRecords } from '../../../src/session/records.js';
 import { createRevocationOutbox } from '../../../src/session/revocation-outbox.js';
 import { createTokenVault } from '../../../src/session/vault.js';
+import type { AuthData } from '../../../src/session/data.js';
 import type { TokenSet } from '../../../src/session/tokens.js';
 import { redisUrlForTests } from '../../support/redis-server.js';
 import { eventually } from '../../support/wait.js';
@@ -68,16 +72,31 @@ function processWith(answer: () => 'heard' | 'failed' = () => 'heard', ready = (
     },
   });
   const resumed: number[] = [];
-  const revocations = createEndedRevocations({ outbox, vault, sealer, revoke, ready, sweepIntervalMs: 60_000, onResumed: (n) => resumed.push(n) });
-  return { records, outbox, revoke, revocations, revoked, resumed };
+  const abandoned: (string | undefined)[] = [];
+  // Swept by hand: the interval only sets which claims are the last tries (a lease and 1.12 s).
+  const revocations = createEndedRevocations({
+    outbox,
+    vault,
+    sealer,
+    revoke,
+    ready,
+    sweepIntervalMs: 100,
+    onResumed: (n) => resumed.push(n),
+    onAbandoned: (handle) => abandoned.push(handle),
+  });
+  return { records, outbox, revoke, revocations, revoked, resumed, abandoned };
 }
 
 /** A session ended as registry.end ends one that revokes: enlisted, then taken with its copy kept. */
-async function endedSession(p: ReturnType<typeof processWith>, tokens: TokenSet = { accessToken: `at-${randomBytes(4).toString('hex')}`, refreshToken: `rt-${randomBytes(4).toString('hex')}` }) {
+async function endedSession(
+  p: ReturnType<typeof processWith>,
+  tokens: TokenSet = { accessToken: `at-${randomBytes(4).toString('hex')}`, refreshToken: `rt-${randomBytes(4).toString('hex')}` },
+  { keptSeconds = 60, auth }: { keptSeconds?: number; auth?: AuthData } = {},
+) {
   const d = digest(randomBytes(16).toString('hex'));
-  await p.records.write(d, { tokens: { v: 1, sealed: vault.seal(d, tokens) }, cookie: { path: '/' } });
+  await p.records.write(d, { tokens: { v: 1, sealed: vault.seal(d, tokens) }, cookie: { path: '/' }, ...(auth ? { auth } : {}) });
   await p.outbox.enlist(d);
-  const stored = await p.records.take(d, { reason: 'revoked', ttlSeconds: 60, revokes: true, keep: true });
+  const stored = await p.records.take(d, { reason: 'revoked', ttlSeconds: keptSeconds, revokes: true, keep: true });
   return { d, tokens, taken: stored?.tokens.sealed };
 }
 
@@ -91,7 +110,8 @@ it('is its owner\'s until the lease lapses, then taken up by exactly one sweep',
   const other = processWith();
   expect((await other.outbox.claimDue()).map((due) => due.digest)).not.toContain(d);
   const due = await eventually('the lease to lapse', 5_000, async () => (await other.outbox.claimDue()).find((x) => x.digest === d));
-  expect(due).toEqual({ digest: d, claimedAt: expect.any(String), kept: true, sealed: expect.any(String) });
+  expect(due).toEqual({ digest: d, claimedAt: expect.any(String), kept: true, sealed: expect.any(String), expiresInMs: expect.any(Number) });
+  expect(due.kept && due.expiresInMs).toBeGreaterThan(50_000);
   // Claimed: leased again, so a third process's sweep does not take it too.
   expect((await processWith().outbox.claimDue()).map((x) => x.digest)).not.toContain(d);
   await other.revocations.revokeEnded(d, due.kept ? due.sealed : undefined);
@@ -141,12 +161,43 @@ it('a failed revocation stays owed, and a later sweep tries it again', async () 
   expect(await copyExists(d)).toBe(0);
 });
 
+it('a sweep\'s failed try stays owed while its copy outlives the next sweep, and is not said given up', async () => {
+  const p = processWith(() => 'failed');
+  const { d, tokens } = await endedSession(processWith());
+  await eventually('a sweep to try it', 5_000, async () => {
+    await p.revocations.sweep();
+    await p.revoke.settle(5_000);
+    return p.revoked.includes(tokens.refreshToken as string);
+  });
+  expect(p.abandoned).toEqual([]);
+  expect(await owedNow(d)).not.toBeNull();
+  expect(await copyExists(d)).toBe(1);
+});
+
+// Found by review of 0.7.0: a copy that expired between two tries was forgotten by the next sweep
+// as one released, and nothing said that the session's tokens were never revoked.
+it('a sweep\'s last try before the copy expires, failed, is said with the session\'s handle and lets it go', async () => {
+  const p = processWith(() => 'failed');
+  const auth: AuthData = { handle: `h-${randomBytes(4).toString('hex')}`, sub: 'alice', iss: 'https://op.example', claims: {}, scopes: ['openid'], createdAt: Date.now() };
+  // Kept for 1 s: claimed once the lease (0.4 s) lapses, within the last-try window (1.52 s).
+  const { d, tokens } = await endedSession(processWith(), undefined, { keptSeconds: 1, auth });
+  await eventually('a sweep to try it', 5_000, async () => {
+    await p.revocations.sweep();
+    await p.revoke.settle(5_000);
+    return p.revoked.includes(tokens.refreshToken as string);
+  });
+  await eventually('the give-up to be said', 5_000, () => (p.abandoned.length > 0 ? true : undefined));
+  expect(p.abandoned).toEqual([auth.handle]);
+  expect(await owedNow(d)).toBeNull();
+  expect(await copyExists(d)).toBe(0);
+});
+
 it('a copy sealed with a key this process lacks is left for a process that holds it', async () => {
   const { d } = await endedSession(processWith());
   const stranger = createSealer([randomBytes(32).toString('base64')]);
   const revoke = createRevoker(provider, createLogger({ level: 'silent' }), { revokeTokens: async () => 0 });
   const outbox = createRevocationOutbox({ redis, keys, sealer: stranger, leaseMs: LEASE_MS, keptMs: 60_000 });
-  const elsewhere = createEndedRevocations({ outbox, vault: createTokenVault(stranger), sealer: stranger, revoke, ready: () => true, sweepIntervalMs: 60_000 });
+  const elsewhere = createEndedRevocations({ outbox, vault: createTokenVault(stranger), sealer: stranger, revoke, ready: () => true, sweepIntervalMs: 100 });
   const enlisted = await owedNow(d);
   await eventually('the lease to lapse and the stranger\'s sweep to claim it', 5_000, async () => {
     await elsewhere.sweep();
