@@ -23,6 +23,7 @@ import type { Transactions } from '../session/transactions.js';
 import type { TokenVault } from '../session/vault.js';
 import { requireCsrf } from './csrf.js';
 import { createLoginBounce } from './login-bounce.js';
+import { notASignInStart } from './login-navigation.js';
 import { createLoginCookies } from './login-cookies.js';
 import { parseLoginQuery } from './login-params.js';
 import { oneParam, queryOf } from './query.js';
@@ -75,6 +76,9 @@ export function createAuthRouter(deps: AuthRouteDeps): Router {
   ];
 
   async function login(req: Request, res: Response): Promise<void> {
+    // Before anything is spent or set: see login-navigation.ts.
+    const refused = notASignInStart(req.headers);
+    if (refused) throw new GatewayError('invalid_request', { description: refused });
     const query = parseLoginQuery(queryOf(req));
     const returnTo = query.returnTo ?? '/';
     if (!isSameOriginRelativePath(returnTo)) throw new GatewayError('invalid_return_to');

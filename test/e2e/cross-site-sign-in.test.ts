@@ -10,13 +10,15 @@
  * Fails if, in src/http/login-bounce.ts, `if (!strict || sessionCookieSent || guarded) return false;`
  * becomes `if (true) return false;` (no bounce): every follow then leaves the previous session
  * alive, GET /auth/sessions lists three, and the first cookie still gets 200 from /auth/user.
+ * The last test fails if, in src/http/auth-routes.ts, `if (refused) throw ...` becomes
+ * `if (false) ...`: both get the bounce page (200).
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { browserSuite, CLOSE_BROWSER_MS, CLOSE_CONTEXT_MS, closeWithin, firstVisible, launchChromium, signInAtDemoProvider, WAIT_MS } from '../support/chromium.js';
 import { startDemoOnFreePorts, type RunningDemo } from '../support/demo.js';
-import { withTimeout } from '../support/wait.js';
+import { eventually, withTimeout } from '../support/wait.js';
 
 const run = browserSuite('test/e2e/cross-site-sign-in.test.ts');
 
@@ -26,11 +28,18 @@ let context: BrowserContext | undefined;
 let otherSite: Server | undefined;
 let otherUrl: string;
 
-/** The other site: a link to the gateway's /auth/login and, at /go, the same by `location.href`. */
+/**
+ * The other site: a link to the gateway's /auth/login and, at /go, the same by `location.href`;
+ * at /embed, an `<img>` and an `<iframe>` of it.
+ */
 function startOtherSite(gatewayUrl: string): Promise<Server> {
   const loginUrl = `${gatewayUrl}/auth/login?returnTo=/x`;
   const server = createServer((req, res) => {
     res.setHeader('content-type', 'text/html; charset=utf-8');
+    if (req.url === '/embed') {
+      res.end(`<!doctype html><title>elsewhere</title><img src="${loginUrl}" alt=""><iframe src="${loginUrl}"></iframe>`);
+      return;
+    }
     const script = req.url === '/go' ? `<script>location.href = ${JSON.stringify(loginUrl)};</script>` : '';
     res.end(`<!doctype html><title>elsewhere</title><a id="go" href="${loginUrl}">Sign in there</a>${script}`);
   });
@@ -143,4 +152,35 @@ run('a sign-in started from another site (Chromium)', () => {
       { site: 'same-origin', cookie: true },
     ]);
   }, 12 * WAIT_MS);
+
+  // Found by red team: an <img> on any page started a sign-in per load, spending the visitor's
+  // address budget (src/http/login-navigation.ts). What Chromium itself sends for each, and what
+  // the gateway answered, read at the gateway's server (the page never sees the image's answer:
+  // Cross-Origin-Resource-Policy withholds it, after the gateway has done whatever it did).
+  it('an <img> and an <iframe> of /auth/login on another site start nothing', async () => {
+    if (!browser) throw new Error('no browser');
+    const own = await withTimeout(browser.newContext(), WAIT_MS, 'a new browser context');
+    const answered: { site?: string; mode?: string; dest?: string; status: number }[] = [];
+    const observe = (req: IncomingMessage, res: ServerResponse) => {
+      if (!req.url?.startsWith('/auth/login')) return;
+      const headers = { site: req.headers['sec-fetch-site'], mode: req.headers['sec-fetch-mode'], dest: req.headers['sec-fetch-dest'] };
+      res.once('finish', () => answered.push({ ...headers, status: res.statusCode }));
+    };
+    // Ahead of Express, which rewrites req.url as it routes.
+    demo.gateway.server.prependListener('request', observe);
+    try {
+      const page = await own.newPage();
+      const before = (await demo.gateway.runtime.transactions.load()).active;
+      await page.goto(`${otherUrl}/embed`, { waitUntil: 'load', timeout: WAIT_MS });
+      await eventually('both loads answered', WAIT_MS, () => (answered.length >= 2 ? true : undefined));
+      expect([...answered].sort((a, b) => String(a.dest).localeCompare(String(b.dest)))).toEqual([
+        { site: 'cross-site', mode: 'navigate', dest: 'iframe', status: 400 },
+        { site: 'cross-site', mode: 'no-cors', dest: 'image', status: 400 },
+      ]);
+      expect((await demo.gateway.runtime.transactions.load()).active).toBe(before);
+    } finally {
+      demo.gateway.server.off('request', observe);
+      await closeWithin(own, CLOSE_CONTEXT_MS);
+    }
+  }, 4 * WAIT_MS);
 });

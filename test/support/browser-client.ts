@@ -9,7 +9,13 @@
  * stored only from https and sent only over https, and a `__Host-` cookie is refused unless
  * Secure, Path=/ and without Domain. Off by default: tests that talk plain http to a gateway
  * whose publicUrl is https rely on the jar sending its `__Host-` cookies anyway.
+ *
+ * Fetch Metadata: `crossSite: true` sends what a browser's cross-site navigation sends
+ * (`Sec-Fetch-Site: cross-site`, `Sec-Fetch-Mode: navigate`, `Sec-Fetch-Dest: document`) unless
+ * the test sets its own. A request that carries `Sec-Fetch-Mode` goes through node:http(s):
+ * Node's fetch replaces that header with `cors` on every request.
  */
+import http from 'node:http';
 import https from 'node:https';
 
 export type SameSite = 'strict' | 'lax' | 'none';
@@ -172,16 +178,11 @@ interface RawAnswer {
   text: string;
 }
 
-/** One https exchange trusting `ca` (bounded by `timeoutMs`); no content coding is asked for. */
-function httpsExchange(target: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, opts: { ca: string; localAddress: string | undefined; timeoutMs: number }): Promise<RawAnswer> {
+/** One exchange over node:http(s), https trusting `ca` (bounded by `timeoutMs`); no content coding is asked for. */
+function nodeExchange(target: URL, method: string, headers: Headers, body: string | Uint8Array | undefined, opts: { ca: string | undefined; localAddress: string | undefined; timeoutMs: number }): Promise<RawAnswer> {
   return new Promise<RawAnswer>((resolve, reject) => {
-    const req = https.request(target, {
-      method,
-      headers: Object.fromEntries(headers),
-      ca: opts.ca,
-      agent: false,
-      ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
-    });
+    const options = { method, headers: Object.fromEntries(headers), agent: false, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) };
+    const req = target.protocol === 'https:' ? https.request(target, { ...options, ...(opts.ca ? { ca: opts.ca } : {}) }) : http.request(target, options);
     const timer = setTimeout(() => req.destroy(new Error(`no answer from ${target.href} within ${opts.timeoutMs} ms`)), opts.timeoutMs);
     req.on('error', (err) => {
       clearTimeout(timer);
@@ -244,8 +245,8 @@ export class BrowserClient {
     const headers = this.#headersFor(method, target, init);
     const body = this.#bodyFor(init, headers);
     const timeoutMs = init.timeoutMs ?? this.#timeoutMs;
-    const answer = target.protocol === 'https:' && this.#ca !== undefined
-      ? await httpsExchange(target, method, headers, body, { ca: this.#ca, localAddress: this.#localAddress, timeoutMs })
+    const answer = (target.protocol === 'https:' && this.#ca !== undefined) || headers.has('sec-fetch-mode')
+      ? await nodeExchange(target, method, headers, body, { ca: this.#ca, localAddress: this.#localAddress, timeoutMs })
       : await this.#fetch(target, method, headers, body, timeoutMs);
     this.#store(target, answer.headers.getSetCookie());
     return toResponse(target.href, answer.status, answer.headers, answer.text);
@@ -311,7 +312,13 @@ export class BrowserClient {
   #headersFor(method: string, target: URL, init: BrowserRequestInit): Headers {
     const headers = new Headers(init.headers);
     if (!headers.has('user-agent')) headers.set('user-agent', this.#userAgent);
-    if (init.crossSite) headers.set('sec-fetch-site', 'cross-site');
+    if (init.crossSite) {
+      headers.set('sec-fetch-site', 'cross-site');
+      if (!headers.has('sec-fetch-mode')) {
+        headers.set('sec-fetch-mode', 'navigate');
+        headers.set('sec-fetch-dest', 'document');
+      }
+    }
     const jarCookies = init.omitCookies ? '' : this.#cookieHeader(method, target, init.crossSite === true);
     const explicit = headers.get('cookie');
     const cookie = [jarCookies, explicit].filter(Boolean).join('; ');

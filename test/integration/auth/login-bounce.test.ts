@@ -86,7 +86,7 @@ describe('a sign-in started from another site', () => {
     lax.setCookie(gw.url, gw.config.derived.sessionCookieName, session, { sameSite: 'lax' });
     expect((await lax.get(`${gw.url}/auth/login`, fromOtherSite)).status).toBe(302);
     for (const site of ['none', 'same-site', 'same-origin']) {
-      const res = await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { 'sec-fetch-site': site } });
+      const res = await new BrowserClient().get(`${gw.url}/auth/login`, { headers: { 'sec-fetch-site': site, 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' } });
       expect(res.status).toBe(302);
     }
   });
