@@ -80,6 +80,13 @@ export function createProviderSide(config: Config, deps: ProviderSideDeps): Prov
     // A quarter of the retry interval: what is owed is taken up soon after the interval passes.
     sweepIntervalMs: Math.min(15_000, Math.max(250, (config.session.revocationRetrySeconds * 1000) / 4)),
     onResumed: (count) => logger.info({ event: 'revocation_resumed', sessions: count }, 'revocations an earlier try left owed were taken up'),
+    onUnreached(count) {
+      metrics.revocationsAbandoned.inc(count);
+      logger.error(
+        { event: 'revocation_unreached', sessions: count },
+        "ended sessions' revocations were owed until their kept copies expired, with no sweep taking them up; their tokens stay valid at the provider until they expire",
+      );
+    },
     onAbandoned(handle) {
       metrics.revocationsAbandoned.inc();
       logger.error(

@@ -32,6 +32,12 @@ export interface EndedRevocationsOptions {
    * handle, when this process can open the copy's auth.
    */
   onAbandoned?: (handle: string | undefined) => void;
+  /**
+   * A sweep dropped this many entries no sweep had reached before their copies expired (none ran
+   * for all that time: the provider's metadata not loaded, or a backlog), their revocations never
+   * sent, or sent and unheard, as far as the journal knows.
+   */
+  onUnreached?: (count: number) => void;
   /** A sweep's Redis command failed (it is tried again at the next). */
   onError?: (err: unknown) => void;
 }
@@ -104,7 +110,8 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
       // Batch after batch while they come back full and nothing piles up: entries without a
       // copy (dropped at once) must not hold back the owed ones behind them.
       for (let batch = 0; batch < MAX_BATCHES_PER_SWEEP && mayTakeUp(); batch++) {
-        const claimed = await outbox.claimDue(SWEEP_BATCH);
+        const { due: claimed, unreached } = await outbox.claimDue(SWEEP_BATCH);
+        if (unreached > 0) options.onUnreached?.(unreached);
         for (const due of claimed) {
           if (!due.kept) {
             await outbox.forget(due);

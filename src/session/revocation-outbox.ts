@@ -37,14 +37,20 @@ return 1`;
 
 /**
  * Up to ARGV[1] entries untouched for ARGV[2] ms, each touched again (claimed) by the caller;
- * returns the claim's score first, then the members. The score is half a millisecond past the
- * clock, which no ENLIST writes: an end enlisted in the same millisecond is told from the claim.
+ * returns the claim's score and how many entries untouched for ARGV[3] ms it dropped first, then
+ * the members. Those had outlived any copy (kept for less than that from the last touch): no
+ * sweep reached them, and every enlist extends the set's TTL, so nothing else would drop them
+ * (found by red team: they piled up while no sweep ran, and the claims took them ahead of the
+ * owed). The claim's score is half a millisecond past the clock, which no ENLIST writes: an end
+ * enlisted in the same millisecond is told from the claim.
  */
 const CLAIM_DUE = `
 ${NOW_MS}
+local unreached = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - tonumber(ARGV[3])))
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[1]))
 local claimed = now + 0.5
 for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], claimed, member) end
+table.insert(due, 1, tostring(unreached))
 table.insert(due, 1, tostring(claimed))
 return due`;
 
@@ -89,8 +95,11 @@ export interface RevocationOutbox {
   kept(sessionDigest: string): Promise<StoredSession | undefined>;
   /** The revocation was heard (or there was nothing to revoke): the copy and the entry go. */
   release(sessionDigest: string): Promise<void>;
-  /** Entries whose lease lapsed, leased again to the caller, with what their copies hold. */
-  claimDue(limit?: number): Promise<DueRevocation[]>;
+  /**
+   * Entries whose lease lapsed, leased again to the caller, with what their copies hold; and how
+   * many entries no sweep reached before their copies expired, dropped.
+   */
+  claimDue(limit?: number): Promise<{ due: DueRevocation[]; unreached: number }>;
   /**
    * Drops a claimed entry whose copy was gone, unless an end enlisted the session since (its
    * copy may exist by now: a session whose first end never took it, ended again).
@@ -138,10 +147,11 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
       await zrem(d);
     },
     async claimDue(limit = SWEEP_BATCH) {
-      const answer = (await timed('revocation_outbox', () => redis.eval(CLAIM_DUE, 1, outbox, String(limit), String(leaseMs)))) as unknown;
-      const [claimedAt, ...digests] = Array.isArray(answer) ? answer.filter((d): d is string => typeof d === 'string') : [];
-      if (claimedAt === undefined) return [];
-      return Promise.all(
+      const answer = (await timed('revocation_outbox', () => redis.eval(CLAIM_DUE, 1, outbox, String(limit), String(leaseMs), String(keptMs + leaseMs)))) as unknown;
+      const [claimedAt, dropped, ...digests] = Array.isArray(answer) ? answer.filter((d): d is string => typeof d === 'string') : [];
+      const unreached = Number(dropped) || 0;
+      if (claimedAt === undefined) return { due: [], unreached };
+      const due = await Promise.all(
         digests.map(async (digest): Promise<DueRevocation> => {
           const { text, ttlMs } = await timed('session_peek', () => readCopy(digest));
           // Read without opening `auth`: only the sealed token set is needed, and a copy whose auth
@@ -150,6 +160,7 @@ export function createRevocationOutbox(options: RevocationOutboxOptions): Revoca
           return raw ? { digest, claimedAt, kept: true, sealed: raw.tokens.sealed, expiresInMs: Math.max(0, ttlMs) } : { digest, claimedAt, kept: false };
         }),
       );
+      return { due, unreached };
     },
     async forget(due) {
       await timed('revocation_outbox', () => redis.eval(FORGET_CLAIMED, 1, outbox, due.digest, due.claimedAt));

@@ -108,12 +108,12 @@ it('is its owner\'s until the lease lapses, then taken up by exactly one sweep',
   const { d, tokens } = await endedSession(owner);
   // The owner died here: nothing released it. Another process sweeps at once, then after the lease.
   const other = processWith();
-  expect((await other.outbox.claimDue()).map((due) => due.digest)).not.toContain(d);
-  const due = await eventually('the lease to lapse', 5_000, async () => (await other.outbox.claimDue()).find((x) => x.digest === d));
+  expect((await other.outbox.claimDue()).due.map((due) => due.digest)).not.toContain(d);
+  const due = await eventually('the lease to lapse', 5_000, async () => (await other.outbox.claimDue()).due.find((x) => x.digest === d));
   expect(due).toEqual({ digest: d, claimedAt: expect.any(String), kept: true, sealed: expect.any(String), expiresInMs: expect.any(Number) });
   expect(due.kept && due.expiresInMs).toBeGreaterThan(50_000);
   // Claimed: leased again, so a third process's sweep does not take it too.
-  expect((await processWith().outbox.claimDue()).map((x) => x.digest)).not.toContain(d);
+  expect((await processWith().outbox.claimDue()).due.map((x) => x.digest)).not.toContain(d);
   await other.revocations.revokeEnded(d, due.kept ? due.sealed : undefined);
   await other.revoke.settle(5_000);
   expect(other.revoked).toEqual([tokens.refreshToken]);
@@ -192,6 +192,35 @@ it('a sweep\'s last try before the copy expires, failed, is said with the sessio
   expect(await copyExists(d)).toBe(0);
 });
 
+// Found by red team: every enlist extends the set's TTL, so entries no sweep reached (none ran:
+// the provider's metadata not loaded) stayed for good, and the claims, oldest first, took them
+// ahead of the owed ones. Fails if CLAIM_DUE's ZREMRANGEBYSCORE is removed.
+it('a sweep drops the entries no sweep reached before their copies expired, and says how many', async () => {
+  const p = processWith();
+  const stale = Array.from({ length: 5 }, () => digest(randomBytes(16).toString('hex')));
+  for (const d of stale) await p.outbox.enlist(d);
+  const enlisted = Number(await owedNow(stale[4] as string));
+  const redisNow = async () => redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000));
+  // Kept for 0.5 s here: an entry untouched for a lease and that (0.9 s) has outlived any copy.
+  await eventually('the stale entries to outlive their copies', 5_000, async () => (await redisNow()) - enlisted > 1_000);
+  const { d, tokens } = await endedSession(p);
+  const outbox = createRevocationOutbox({ redis, keys, sealer, leaseMs: LEASE_MS, keptMs: 500 });
+  const unreached: number[] = [];
+  const sweeper = createEndedRevocations({ outbox, vault, sealer, revoke: p.revoke, ready: () => true, sweepIntervalMs: 100, onUnreached: (n) => unreached.push(n) });
+  await sweeper.sweep();
+  expect(unreached).toEqual([5]);
+  for (const gone of stale) expect(await owedNow(gone)).toBeNull();
+  // The owed entry, touched since, is left for its lease and revoked once it lapses.
+  expect(await owedNow(d)).not.toBeNull();
+  await eventually('the owed one to be revoked', 5_000, async () => {
+    await sweeper.sweep();
+    await p.revoke.settle(5_000);
+    return (await owedNow(d)) === null;
+  });
+  expect(p.revoked).toEqual([tokens.refreshToken]);
+  expect(unreached).toEqual([5]);
+});
+
 it('a copy sealed with a key this process lacks is left for a process that holds it', async () => {
   const { d } = await endedSession(processWith());
   const stranger = createSealer([randomBytes(32).toString('base64')]);
@@ -263,7 +292,7 @@ it('a claim that found no copy does not drop the entry of an end that came after
   await p.records.write(d, { tokens: { v: 1, sealed: vault.seal(d, { accessToken: 'at-x', refreshToken: 'rt-x' }) }, cookie: { path: '/' } });
   // A first end enlisted, and its take never came (503): the session lives on.
   await p.outbox.enlist(d);
-  const claimed = await eventually('the lease to lapse', 5_000, async () => (await p.outbox.claimDue()).find((x) => x.digest === d));
+  const claimed = await eventually('the lease to lapse', 5_000, async () => (await p.outbox.claimDue()).due.find((x) => x.digest === d));
   expect(claimed.kept).toBe(false);
   // The user ends it again: enlisted, taken, its copy kept; then the sweep drops what it claimed.
   await p.outbox.enlist(d);

@@ -20,6 +20,7 @@ import type { AuthData } from '../../../src/session/data.js';
 import { createSessionRecords } from '../../../src/session/records.js';
 import { createRevocationOutbox } from '../../../src/session/revocation-outbox.js';
 import { createSessionRegistry } from '../../../src/session/registry.js';
+import { eventually } from '../../support/wait.js';
 
 /** Each test's memory Redis, disconnected after it (each connected one listens on a shared emitter). */
 const opened: RedisClient[] = [];
@@ -189,6 +190,38 @@ describe('registry.end and the revocation journal', () => {
     // The first end took the record and owes its revocation; a second end of it takes nothing.
     expect(await registry.end(d, 'revoked')).toBeDefined();
     expect(await registry.end(d, 'provider-logout')).toBeUndefined();
+    expect(await raw.zscore(keys.revocationOutbox(), d)).not.toBeNull();
+  });
+
+  // Found by red team: a take later than the lease (a stalled link or event loop) let another
+  // process's sweep claim the entry, find no copy yet, and drop it; the copy kept after it was
+  // owed by no one, and the owner's one failed try was the last. Fails if end() does not enlist
+  // again once the copy is kept (`if (keep && stored) await outbox.enlist(...)` removed).
+  it('owes an end whose take came after a sweep found no copy and dropped the entry', async () => {
+    const raw = createMemoryRedis();
+    opened.push(raw);
+    const keys = createKeys(`journal${randomBytes(4).toString('hex')}:`);
+    const base = { keys, idleTimeoutSeconds: 600, absoluteTimeoutSeconds: 3600 };
+    const sealer = createSealer([randomBytes(32).toString('base64')]);
+    const records = createSessionRecords({ ...base, redis: raw, sealer });
+    let letTakeGo: () => void = () => undefined;
+    const takeMayGo = new Promise<void>((resolve) => (letTakeGo = resolve));
+    const slowTake: typeof records = { ...records, take: async (...args) => takeMayGo.then(() => records.take(...args)) };
+    const outbox = createRevocationOutbox({ redis: raw, keys, sealer, leaseMs: 60_000, keptMs: 600_000 });
+    const registry = createSessionRegistry({ ...base, redis: raw, records: slowTake, outbox });
+    const d = digest(randomBytes(16).toString('hex'));
+    await records.write(d, { tokens: { v: 1, sealed: 'v1.k.iv.ct' }, cookie: { path: '/' } });
+
+    const ending = registry.end(d, 'revoked');
+    // Another process, whose lease has lapsed on the entry (0 ms here), sweeps while the take waits.
+    const sweeper = createRevocationOutbox({ redis: raw, keys, sealer, leaseMs: 0, keptMs: 600_000 });
+    const due = await eventually('the entry to be enlisted and claimed', 2_000, async () => (await sweeper.claimDue()).due.find((x) => x.digest === d));
+    expect(due.kept).toBe(false);
+    await sweeper.forget(due);
+    expect(await raw.zscore(keys.revocationOutbox(), d)).toBeNull();
+    letTakeGo();
+    expect(await ending).toBeDefined();
+    expect(await raw.exists(keys.takenRecord(d))).toBe(1);
     expect(await raw.zscore(keys.revocationOutbox(), d)).not.toBeNull();
   });
 
