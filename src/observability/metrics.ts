@@ -36,7 +36,7 @@ export interface Metrics {
   redisMayEvict: Gauge;
   /** Revocations of ended sessions' tokens, by outcome (oidc/revocation.ts). */
   tokenRevocations: Counter<'outcome'>;
-  /** Ended sessions whose revocation the journal's last try did not get heard (session/ended-revocations.ts). */
+  /** Ended sessions whose revocation the journal gave up on, or never reached (session/ended-revocations.ts). */
   revocationsAbandoned: Counter;
   /** Back-channel logouts received, by outcome (http/session-routes.ts). */
   backchannelLogouts: Counter<'outcome'>;
@@ -191,7 +191,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     revocationsAbandoned: new Counter({
       name: 'bff_token_revocations_abandoned_total',
-      help: "Ended sessions whose revocation was given up: the last try before the journal's kept copy expired was not heard (failure or dropped); their tokens stay valid at the provider until they expire.",
+      help: "Ended sessions whose revocation was given up: the last try before the journal's kept copy expired was not heard (failure or dropped), or no sweep reached it before then; their tokens stay valid at the provider until they expire.",
       registers,
     }),
     redisMayEvict: new Gauge({
