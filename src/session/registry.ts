@@ -158,14 +158,14 @@ export function createSessionRegistry(options: RegistryOptions): SessionRegistry
       throw err;
     }
     // From here the session is over, whatever fails next: its streams are told on every
-    // instance and its caller revokes its tokens. An end that took nothing owes nothing: left
-    // for the sweeps, such entries (a logout by `sub` over expired sessions) crowded out the owed.
-    if (keep && !stored) await outbox.dropUncopied(sessionDigest).catch((err: unknown) => options.onJournalError?.(err));
-    // Enlisted again once the copy is there: a take later than a lease let another process's
-    // sweep claim the entry, find no copy yet and drop it, and the copy was owed by no one (found
-    // by red team). Touched now, the entry is this process's for a lease again, and no drop of
-    // the earlier claim takes it (FORGET_CLAIMED compares the claim's score).
-    if (keep && stored) await outbox.enlist(sessionDigest).catch((err: unknown) => options.onJournalError?.(err));
+    // instance and its caller revokes its tokens. The entry is settled by what the take found.
+    // An end that took nothing owes nothing: left for the sweeps, such entries (a logout by `sub`
+    // over expired sessions) crowded out the owed. One whose copy is kept is enlisted again: a
+    // take later than a lease let another process's sweep claim the entry, find no copy yet and
+    // drop it, and the copy was owed by no one (found by red team). Touched now, the entry is
+    // this process's for a lease again, and no drop of the earlier claim takes it
+    // (FORGET_CLAIMED compares the claim's score).
+    if (keep) await (stored ? outbox.enlist(sessionDigest) : outbox.dropUncopied(sessionDigest)).catch((err: unknown) => options.onJournalError?.(err));
     await unindex(sessionDigest, stored);
     options.onEnded?.(sessionDigest, reason);
     // Not waited for: what it remembers is this process's, whether or not the caller answered,

@@ -181,7 +181,7 @@ describe('registry.end and the revocation journal', () => {
   });
 
   // Found by review: such entries were left to the sweeps, which crowded out the owed ones.
-  // Fails if end() leaves them (`if (keep && !stored) await outbox.dropUncopied(...)` removed).
+  // Fails if end() leaves them (`: outbox.dropUncopied(sessionDigest)` → `: Promise.resolve()`).
   it('leaves no entry for an end that took nothing, and keeps the entry of one whose copy is kept', async () => {
     const { raw, keys, registry, d } = await withJournal();
     const gone = digest('a session that expired');
@@ -196,7 +196,7 @@ describe('registry.end and the revocation journal', () => {
   // Found by red team: a take later than the lease (a stalled link or event loop) let another
   // process's sweep claim the entry, find no copy yet, and drop it; the copy kept after it was
   // owed by no one, and the owner's one failed try was the last. Fails if end() does not enlist
-  // again once the copy is kept (`if (keep && stored) await outbox.enlist(...)` removed).
+  // again once the copy is kept (`stored ? outbox.enlist(sessionDigest)` → `stored ? Promise.resolve()`).
   it('owes an end whose take came after a sweep found no copy and dropped the entry', async () => {
     const raw = createMemoryRedis();
     opened.push(raw);
