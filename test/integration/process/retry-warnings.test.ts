@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { ensureBuilt, killAllCli, startCliGateway, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { cliOidc, ensureBuilt, killAllCli, startCliGateway, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
 import { gatewayClient } from '../../support/gateway.js';
 import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
@@ -39,7 +39,7 @@ beforeAll(async () => {
   });
   const file = writeConfigFile(tmp, 'gw.yaml', {
     server: { port, host: '127.0.0.1', publicUrl: url },
-    oidc: { issuer: provider.issuer, clientId: 'bff-test', clientSecret: 'bff-test-secret-0123456789abcdef', scopes: ['openid', 'profile', 'offline_access'] },
+    oidc: cliOidc(provider.issuer),
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
     redis: { url: redisUrlForTests(), keyPrefix: `retry${port}:` },
     routes: [{ path: '/api', target: upstream.url, auth: 'user' }],

@@ -48,6 +48,15 @@ async function revokedWithin(token: string | undefined, ms: number): Promise<boo
   }
 }
 
+/** What is wrong with `s` after its end: still standing (`standing` names it), or its refresh token still active after `ms`. */
+async function notEnded(s: Signed, stillThere: string, ms: number): Promise<string[]> {
+  const found: string[] = [];
+  const now = await standing(stack, s.cookie);
+  if (now !== 'out') found.push(`${stillThere} ${now}`);
+  if (!(await revokedWithin(s.tokens.refreshToken, ms))) found.push('the refresh token is still active at the provider');
+  return found;
+}
+
 const label = (flow: string, mode: CrashMode, at: number, command: string[] | undefined) =>
   `${flow} killed ${mode} command ${at} (${command ? `${command[0]} ${command[1] ?? ''}` : 'not reached'})`;
 
@@ -55,7 +64,7 @@ async function sweep(
   flow: string,
   setup: () => Promise<Signed[]>,
   run: (s: Signed[]) => Promise<unknown>,
-  judge: (s: Signed[], at: string) => Promise<string[]>,
+  judge: (s: Signed[]) => Promise<string[]>,
   modes: readonly CrashMode[] = MODES,
 ): Promise<string[]> {
   const probe = await setup();
@@ -68,7 +77,7 @@ async function sweep(
       const signed = await setup();
       const killed = await stack.killedAt(at, mode, () => run(signed));
       const where = label(flow, mode, at, killed.command);
-      for (const p of await judge(signed, where)) problems.push(`${where}: ${p}`);
+      for (const p of await judge(signed)) problems.push(`${where}: ${p}`);
       const secrets = signed.flatMap((s) => [s.tokens.accessToken, s.tokens.refreshToken ?? '']);
       for (const p of await stack.audit(secrets)) problems.push(`${where}: ${p}`);
     }
@@ -81,16 +90,12 @@ it('POST /auth/logout killed at any Redis command: the retried logout ends the s
     'logout',
     async () => [await stack.signedIn('alice')],
     ([s]) => call(`${stack.aUrl}/auth/logout`, s!.cookie, 'POST'),
-    async ([s], where) => {
+    async ([s]) => {
       const found: string[] = [];
       // The browser heard nothing, kept its cookie, and logs out again (on the other process).
       const retry = await call(`${stack.bUrl}/auth/logout`, s!.cookie, 'POST');
       if (retry.status !== 200) found.push(`the retried logout answered ${retry.status} ${retry.body.slice(0, 100)}`);
-      const now = await standing(stack, s!.cookie);
-      if (now !== 'out') found.push(`after the retried logout the browser is ${now}`);
-      if (!(await revokedWithin(s!.tokens.refreshToken, 3_000))) found.push('the refresh token is still active at the provider');
-      void where;
-      return found;
+      return [...found, ...(await notEnded(s!, 'after the retried logout the browser is', 3_000))];
     },
   );
   expect(problems).toEqual([]);
@@ -129,12 +134,9 @@ it('DELETE /auth/sessions/{id} killed at any Redis command: the session ends and
         const retry = await call(`${stack.bUrl}/auth/sessions/${handles.get(target!)}`, caller!.cookie, 'DELETE');
         if (retry.status !== 204) found.push(`the retried DELETE answered ${retry.status} ${retry.body.slice(0, 100)}`);
       }
-      const ended = await standing(stack, target!.cookie);
-      if (ended !== 'out') found.push(`the ended session is ${ended}`);
       const own = await standing(stack, caller!.cookie);
       if (own !== 'in') found.push(`the caller's own session is ${own}`);
-      if (!(await revokedWithin(target!.tokens.refreshToken, 8_000))) found.push('the refresh token is still active at the provider');
-      return found;
+      return [...found, ...(await notEnded(target!, 'the ended session is', 8_000))];
     },
     ['after'],
   );
@@ -169,10 +171,7 @@ it('a back-channel logout killed at any Redis command: the session ends and its 
       // stays claimed for 30 s, answered 400 as a replay meanwhile).
       const retry = await deliver(stack.bUrl, s!);
       if (retry.status !== 200) found.push(`the provider's next logout answered ${retry.status} ${retry.body.slice(0, 100)}`);
-      const now = await standing(stack, s!.cookie);
-      if (now !== 'out') found.push(`after the provider's logout the browser is ${now}`);
-      if (!(await revokedWithin(s!.tokens.refreshToken, 8_000))) found.push('the refresh token is still active at the provider');
-      return found;
+      return [...found, ...(await notEnded(s!, "after the provider's logout the browser is", 8_000))];
     },
     ['after'],
   );
