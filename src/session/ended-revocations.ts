@@ -12,6 +12,8 @@ import type { TokenVault } from './vault.js';
 
 /** At most this many batches (of SWEEP_BATCH) per sweep. */
 const MAX_BATCHES_PER_SWEEP = 16;
+/** Each wait between sweeps is the interval, give or take this fraction of it. */
+const SWEEP_JITTER = 0.2;
 
 export interface EndedRevocationsOptions {
   outbox: RevocationOutbox;
@@ -72,7 +74,7 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
    * up by a fifth, and a second for the batches before it). A copy that expired between two tries
    * would be forgotten unsaid, so this try is the last one, said when it fails.
    */
-  const lastTryWithinMs = outbox.leaseMs + options.sweepIntervalMs * 1.2 + 1000;
+  const lastTryWithinMs = outbox.leaseMs + options.sweepIntervalMs * (1 + SWEEP_JITTER) + 1000;
 
   /** What a kept copy's `sealed` owes: its token set, nothing (released), or `elsewhere` (another process's key). */
   function owed(d: string, sealed: string): TokenSet | 'elsewhere' | undefined {
@@ -131,7 +133,7 @@ export function createEndedRevocations(options: EndedRevocationsOptions): EndedR
   }
 
   function schedule(): void {
-    const jitter = 0.8 + Math.random() * 0.4;
+    const jitter = 1 - SWEEP_JITTER + Math.random() * 2 * SWEEP_JITTER;
     timer = setTimeout(() => {
       const run = sweep().then(
         () => undefined,
