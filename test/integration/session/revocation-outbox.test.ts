@@ -101,6 +101,8 @@ async function endedSession(
 }
 
 const owedNow = (d: string) => redis.zscore(keys.revocationOutbox(), d);
+/** Redis's clock in ms, which the entries are scored on. */
+const redisNow = () => redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000));
 const copyExists = (d: string) => redis.exists(keys.takenRecord(d));
 
 it('is its owner\'s until the lease lapses, then taken up by exactly one sweep', async () => {
@@ -200,7 +202,6 @@ it('a sweep drops the entries no sweep reached before their copies expired, and 
   const stale = Array.from({ length: 5 }, () => digest(randomBytes(16).toString('hex')));
   for (const d of stale) await p.outbox.enlist(d);
   const enlisted = Number(await owedNow(stale[4] as string));
-  const redisNow = async () => redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000));
   // Kept for 0.5 s here: an entry untouched for a lease and that (0.9 s) has outlived any copy.
   await eventually('the stale entries to outlive their copies', 5_000, async () => (await redisNow()) - enlisted > 1_000);
   const { d, tokens } = await endedSession(p);
@@ -307,7 +308,7 @@ it('sweeps nothing while the provider cannot be asked: the tries are kept for wh
   const p = processWith(() => 'heard', () => ready);
   const { d, tokens } = await endedSession(processWith());
   const enlisted = await owedNow(d);
-  await eventually('the lease to lapse', 5_000, async () => (await redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000))) - Number(enlisted) > LEASE_MS);
+  await eventually('the lease to lapse', 5_000, async () => (await redisNow()) - Number(enlisted) > LEASE_MS);
   expect(await p.revocations.sweep()).toBe(0);
   expect(await owedNow(d)).toBe(enlisted);
   ready = true;
@@ -322,7 +323,7 @@ it('one sweep gets past a backlog of entries without copies to the owed ones beh
   for (let i = 0; i < 40; i++) await p.outbox.enlist(digest(`nothing ${i} ${randomBytes(4).toString('hex')}`));
   const { d, tokens } = await endedSession(p);
   const before = await owedNow(d);
-  await eventually('the lease to lapse', 5_000, async () => (await redis.time().then(([sec, us]) => Number(sec) * 1000 + Math.floor(Number(us) / 1000))) - Number(before) > LEASE_MS);
+  await eventually('the lease to lapse', 5_000, async () => (await redisNow()) - Number(before) > LEASE_MS);
   expect(await p.revocations.sweep()).toBe(1);
   await p.revoke.settle(5_000);
   expect(p.revoked).toEqual([tokens.refreshToken]);
