@@ -10,9 +10,9 @@
  *
  * Only `Sec-Fetch-Site: cross-site` goes round: `none` (a typed URL, a bookmark) and
  * `same-site` already carry Strict cookies, and a browser that sends no Fetch Metadata is left
- * as it was (there, a cross-site start still leaves the old session alive). A cross-site
- * subresource request gets the page too, and so starts no transaction. A meta refresh, not a
- * script: the CSP allows no inline script; with SameSite=Lax configured nothing goes round.
+ * as it was (there, a cross-site start still leaves the old session alive). A subresource
+ * request never gets here: login-navigation.ts refuses it first. A meta refresh, not a script:
+ * the CSP allows no inline script; with SameSite=Lax configured nothing goes round.
  */
 import { randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
