@@ -180,20 +180,25 @@ export interface CliFixture {
   readonly tmp: string;
   readonly provider: TestProvider;
   readonly upstream: Upstream;
+  /** A free port whose http://127.0.0.1 origin the provider's client is registered for (a gateway there can sign in). */
+  readonly port: number;
+  readonly url: string;
 }
 
 /**
  * The set-up every suite of CLI gateways shares, registered as beforeAll/afterAll: dist/ built,
- * a temporary folder, an upstream and a test provider; afterwards every CLI child is killed and
- * everything closed. Read the fields inside tests (they exist once beforeAll has run).
+ * a temporary folder, an upstream, a free port and a test provider whose client signs in there;
+ * afterwards every CLI child is killed and everything closed. Read the fields inside tests and
+ * later beforeAll hooks (they exist once this one has run).
  */
 export function useCliFixture(name: string): CliFixture {
-  const state: { tmp?: string; provider?: TestProvider; upstream?: Upstream } = {};
+  const state: { tmp?: string; provider?: TestProvider; upstream?: Upstream; port?: number } = {};
   beforeAll(async () => {
     ensureBuilt();
     state.tmp = mkdtempSync(path.join(os.tmpdir(), `bff-${name}-`));
     state.upstream = await startUpstream();
-    state.provider = await startTestProvider({ clients: [gatewayClient('http://127.0.0.1:1')] });
+    state.port = await findFreePort();
+    state.provider = await startTestProvider({ clients: [gatewayClient(`http://127.0.0.1:${state.port}`)] });
   }, 200_000);
   afterAll(async () => {
     killAllCli();
@@ -214,6 +219,12 @@ export function useCliFixture(name: string): CliFixture {
     },
     get upstream() {
       return required(state.upstream, 'upstream');
+    },
+    get port() {
+      return required(state.port, 'port');
+    },
+    get url() {
+      return `http://127.0.0.1:${required(state.port, 'port')}`;
     },
   };
 }

@@ -8,59 +8,39 @@
  * Mutation that fails it (checked by hand): src/proxy/upstream.ts resend() without its
  * `res.setMaxListeners(...)` line.
  */
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { BrowserClient } from '../../support/browser-client.js';
 import { signIn } from '../../support/drive-login.js';
-import { cliOidc, ensureBuilt, killAllCli, startCliGateway, writeConfigFile, type Spawned } from '../../support/cli-process.js';
+import { cliOidc, startCliGateway, useCliFixture, writeConfigFile, type Spawned } from '../../support/cli-process.js';
 import { randomKey, randomSecret } from '../../support/config.js';
-import { gatewayClient } from '../../support/gateway.js';
-import { startTestProvider, type TestProvider } from '../../support/oidc-provider.js';
-import { findFreePort, redisUrlForTests } from '../../support/redis-server.js';
-import { startUpstream, type Upstream } from '../../support/upstream.js';
+import { redisUrlForTests } from '../../support/redis-server.js';
 
-let provider: TestProvider;
-let upstream: Upstream;
+const cli = useCliFixture('retry');
 let proc: Spawned;
-let url: string;
 
 beforeAll(async () => {
-  ensureBuilt();
-  const tmp = mkdtempSync(path.join(os.tmpdir(), 'bff-retry-'));
-  const port = await findFreePort();
-  url = `http://127.0.0.1:${port}`;
-  provider = await startTestProvider({ clients: [gatewayClient(url)] });
-  upstream = await startUpstream();
   // Refuses every token: each call is tried, renewed once, and tried again.
-  upstream.setHandler((req, res) => {
+  cli.upstream.setHandler((req, res) => {
     req.resume();
     res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
   });
-  const file = writeConfigFile(tmp, 'gw.yaml', {
-    server: { port, host: '127.0.0.1', publicUrl: url },
-    oidc: cliOidc(provider.issuer),
+  const file = writeConfigFile(cli.tmp, 'gw.yaml', {
+    server: { port: cli.port, host: '127.0.0.1', publicUrl: cli.url },
+    oidc: cliOidc(cli.provider.issuer),
     session: { secrets: [randomSecret()], encryptionKeys: [randomKey()] },
-    redis: { url: redisUrlForTests(), keyPrefix: `retry${port}:` },
-    routes: [{ path: '/api', target: upstream.url, auth: 'user' }],
+    redis: { url: redisUrlForTests(), keyPrefix: `retry${cli.port}:` },
+    routes: [{ path: '/api', target: cli.upstream.url, auth: 'user' }],
     log: { level: 'warn' },
   });
-  proc = await startCliGateway(file, port);
+  proc = await startCliGateway(file, cli.port);
 }, 200_000);
-
-afterAll(async () => {
-  killAllCli();
-  await upstream?.close();
-  await provider?.close();
-});
 
 it('retries a call after an upstream 401 without a MaxListenersExceededWarning on stderr', async () => {
   const client = new BrowserClient();
-  await signIn(client, url);
-  for (const id of [1, 2, 3]) expect((await client.get(`${url}/api/orders/${id}`, { headers: { 'x-csrf': '1' } })).status).toBe(401);
+  await signIn(client, cli.url);
+  for (const id of [1, 2, 3]) expect((await client.get(`${cli.url}/api/orders/${id}`, { headers: { 'x-csrf': '1' } })).status).toBe(401);
   // A retry did happen (renewals are at most one per cooldown, so not one per call).
-  expect(upstream.requests.length).toBeGreaterThan(3);
+  expect(cli.upstream.requests.length).toBeGreaterThan(3);
   // A warning is written on the tick after the listener is added: the health probe comes after it.
-  expect((await client.get(`${url}/healthz`)).status).toBe(200);
+  expect((await client.get(`${cli.url}/healthz`)).status).toBe(200);
   expect(proc.output()).not.toContain('MaxListenersExceededWarning');
 }, 60_000);
